@@ -1,0 +1,305 @@
+package sim
+
+import (
+	"time"
+)
+
+// Handler receives events scheduled with Loop.Schedule. Components that fire
+// many events (ports, links, transports) implement it on themselves so that
+// scheduling allocates nothing; arg is theirs to interpret.
+type Handler interface {
+	OnEvent(arg uint64)
+}
+
+// Clock is what every simulated component is driven by. Now is virtual time;
+// callbacks run on the loop goroutine, in (time, scheduling order).
+type Clock interface {
+	Now() Time
+	AfterFunc(d time.Duration, f func()) Timer
+	Schedule(at Time, h Handler, arg uint64) Timer
+}
+
+// node is the loop-side state of one scheduled event. Nodes live in a slice
+// and are recycled through a free list; seq identifies the scheduling that
+// owns a node, so stale queue entries and stale Timer handles are recognised.
+type node struct {
+	h   Handler
+	f   func()
+	arg uint64
+	seq uint64 // of the scheduling that owns the node; 0 when free
+	at  Time
+}
+
+// Timer is a handle on a scheduled event. The zero Timer is valid and never
+// pending.
+type Timer struct {
+	l    *Loop
+	slot int32
+	seq  uint64
+}
+
+// Stop cancels the event. It reports whether the call stopped it (false if it
+// already ran or was stopped).
+func (t Timer) Stop() bool {
+	if t.l == nil || !t.Pending() {
+		return false
+	}
+	t.l.release(t.slot)
+	t.l.live--
+	return true
+}
+
+// Pending reports whether the event is still scheduled.
+func (t Timer) Pending() bool {
+	return t.l != nil && t.l.nodes[t.slot].seq == t.seq
+}
+
+// When returns the virtual time the event is scheduled for (valid while
+// Pending).
+func (t Timer) When() Time { return t.l.nodes[t.slot].at }
+
+// Progress is what a progress callback sees.
+type Progress struct {
+	Now          Time    // virtual time
+	Events       uint64  // events executed so far
+	Pending      int     // events scheduled
+	EventsPerSec float64 // over the last reporting interval; 0 without a WallClock
+	WallElapsed  time.Duration
+}
+
+// Loop is one deterministic discrete-event loop. It is not safe for use from
+// several goroutines, except Inject, which external producers (lab tunnels)
+// use in real-time pacing.
+type Loop struct {
+	now      Time
+	seq      uint64
+	q        radixQueue
+	nodes    []node
+	free     []int32
+	live     int
+	executed uint64
+	stopped  bool
+	seed     uint64
+
+	progress      func(Progress)
+	progressEvery uint64 // events between progress callbacks
+	nextProgress  uint64
+	lastProgWall  int64
+	lastProgEvts  uint64
+
+	rt *realtime // non-nil in real-time pacing
+}
+
+// Options configures a Loop.
+type Options struct {
+	// Seed is the run seed from which every component stream is derived.
+	Seed uint64
+	// Wall supplies wall-clock time for progress rates and real-time pacing.
+	// Nil is fine for simulated runs (rates are then reported as 0).
+	Wall WallClock
+	// RealTime selects real-time pacing: no event runs before its wall time.
+	// It requires Wall.
+	RealTime bool
+	// Slowdown stretches virtual time in real-time pacing: one virtual second
+	// takes Slowdown wall seconds (≥1; 0 means 1).
+	Slowdown float64
+}
+
+// NewLoop returns an empty loop at virtual time 0.
+func NewLoop(o Options) *Loop {
+	l := &Loop{seed: o.Seed}
+	if o.Wall != nil {
+		l.rt = &realtime{wall: o.Wall, enabled: o.RealTime, slowdown: o.Slowdown}
+		if l.rt.slowdown < 1 {
+			l.rt.slowdown = 1
+		}
+		l.rt.wake = make(chan struct{}, 1)
+		l.rt.start = o.Wall.Now()
+	}
+	return l
+}
+
+// Now returns the current virtual time.
+func (l *Loop) Now() Time { return l.now }
+
+// Seed returns the run seed.
+func (l *Loop) Seed() uint64 { return l.seed }
+
+// Executed returns the number of events run so far.
+func (l *Loop) Executed() uint64 { return l.executed }
+
+// Pending returns the number of scheduled (not stopped) events.
+func (l *Loop) Pending() int { return l.live }
+
+func (l *Loop) alloc() int32 {
+	if n := len(l.free); n > 0 {
+		s := l.free[n-1]
+		l.free = l.free[:n-1]
+		return s
+	}
+	l.nodes = append(l.nodes, node{})
+	return int32(len(l.nodes) - 1)
+}
+
+func (l *Loop) release(slot int32) {
+	nd := &l.nodes[slot]
+	nd.seq = 0
+	nd.h, nd.f = nil, nil
+	l.free = append(l.free, slot)
+}
+
+func (l *Loop) insert(at Time, h Handler, f func(), arg uint64) Timer {
+	if at < l.now {
+		at = l.now
+	}
+	if l.live >= MaxPending {
+		panic("sim: more than MaxPending events scheduled")
+	}
+	s := l.alloc()
+	l.seq++
+	nd := &l.nodes[s]
+	nd.h, nd.f, nd.arg, nd.at, nd.seq = h, f, arg, at, l.seq
+	l.q.push(qentry{at: uint64(at), key: l.seq<<slotBits | uint64(s)})
+	l.live++
+	return Timer{l: l, slot: s, seq: l.seq}
+}
+
+// Schedule runs h.OnEvent(arg) at virtual time at (clamped to now). It
+// allocates nothing in steady state.
+func (l *Loop) Schedule(at Time, h Handler, arg uint64) Timer {
+	return l.insert(at, h, nil, arg)
+}
+
+// ScheduleAfter runs h.OnEvent(arg) after d.
+func (l *Loop) ScheduleAfter(d time.Duration, h Handler, arg uint64) Timer {
+	return l.insert(l.now+Time(d), h, nil, arg)
+}
+
+// AfterFunc runs f after d of virtual time.
+func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
+	return l.insert(l.now+Time(d), nil, f, 0)
+}
+
+// At runs f at virtual time t.
+func (l *Loop) At(t Time, f func()) Timer { return l.insert(t, nil, f, 0) }
+
+// next pops the next live entry, or reports false when none remains at or
+// before limit.
+func (l *Loop) next(limit Time) (qentry, bool) {
+	for l.q.len() > 0 {
+		if !l.q.prepare(uint64(limit)) {
+			return qentry{}, false
+		}
+		e := l.q.pop()
+		if l.nodes[e.slot()].seq != e.seq() {
+			continue // stopped
+		}
+		return e, true
+	}
+	return qentry{}, false
+}
+
+func (l *Loop) fire(e qentry) {
+	nd := &l.nodes[e.slot()]
+	h, f, arg := nd.h, nd.f, nd.arg
+	l.release(e.slot())
+	l.live--
+	l.now = Time(e.at)
+	l.executed++
+	if h != nil {
+		h.OnEvent(arg)
+	} else {
+		f()
+	}
+	if l.progress != nil && l.executed >= l.nextProgress {
+		l.reportProgress()
+	}
+}
+
+const maxTime = Time(1<<63 - 1)
+
+// Step runs the next event, if any, and reports whether one ran.
+func (l *Loop) Step() bool {
+	e, ok := l.next(maxTime)
+	if !ok {
+		return false
+	}
+	l.pace(Time(e.at))
+	l.fire(e)
+	return true
+}
+
+// Stop makes the current Run* call return after the running event.
+func (l *Loop) Stop() { l.stopped = true }
+
+// Run runs until no event is left (idle) or Stop is called.
+func (l *Loop) Run() { l.RunUntil(maxTime) }
+
+// RunUntil runs every event scheduled at or before t, then sets the clock to
+// t (unless stopped early or t is maxTime).
+func (l *Loop) RunUntil(t Time) {
+	l.stopped = false
+	if l.rt != nil && l.rt.enabled {
+		l.runRealtime(t, nil)
+		return
+	}
+	for !l.stopped {
+		e, ok := l.next(t)
+		if !ok {
+			break
+		}
+		l.fire(e)
+	}
+	if !l.stopped && t != maxTime && t > l.now {
+		l.now = t
+	}
+}
+
+// RunFor runs for d of virtual time from now.
+func (l *Loop) RunFor(d time.Duration) { l.RunUntil(l.now + Time(d)) }
+
+// RunWhile runs events while cond() holds (checked before each event) and
+// events remain; it reports whether it stopped because cond became false.
+func (l *Loop) RunWhile(cond func() bool) bool {
+	l.stopped = false
+	for !l.stopped {
+		if !cond() {
+			return true
+		}
+		e, ok := l.next(maxTime)
+		if !ok {
+			return !cond()
+		}
+		l.pace(Time(e.at))
+		l.fire(e)
+	}
+	return !cond()
+}
+
+// OnProgress installs f, called every `every` events (and at least once per
+// Run call that executes that many).
+func (l *Loop) OnProgress(every uint64, f func(Progress)) {
+	if every == 0 {
+		every = 1 << 20
+	}
+	l.progress, l.progressEvery = f, every
+	l.nextProgress = l.executed + every
+	if l.rt != nil {
+		l.lastProgWall = l.rt.wall.Now()
+		l.lastProgEvts = l.executed
+	}
+}
+
+func (l *Loop) reportProgress() {
+	l.nextProgress = l.executed + l.progressEvery
+	p := Progress{Now: l.now, Events: l.executed, Pending: l.live}
+	if l.rt != nil {
+		w := l.rt.wall.Now()
+		if dt := w - l.lastProgWall; dt > 0 {
+			p.EventsPerSec = float64(l.executed-l.lastProgEvts) / (float64(dt) / 1e9)
+		}
+		p.WallElapsed = time.Duration(w - l.rt.start)
+		l.lastProgWall, l.lastProgEvts = w, l.executed
+	}
+	l.progress(p)
+}

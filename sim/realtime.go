@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"sync"
+	"time"
+)
+
+// WallClock is the wall-clock source for real-time pacing and progress
+// rates. sim never reads the wall clock itself; package wallclock provides
+// the real one and tests can supply their own.
+type WallClock interface {
+	// Now returns monotonic wall time in nanoseconds.
+	Now() int64
+	// SleepUntil blocks until Now() ≥ deadline or wake is signalled.
+	SleepUntil(deadline int64, wake <-chan struct{})
+}
+
+// LagStats describes how far behind wall time a real-time loop ran events.
+type LagStats struct {
+	Events int64
+	Max    time.Duration
+	Mean   time.Duration
+	Early  int64 // events that ran before their wall time (must stay 0)
+}
+
+type realtime struct {
+	wall     WallClock
+	enabled  bool
+	slowdown float64
+	start    int64
+	wake     chan struct{}
+
+	mu       sync.Mutex
+	injected []func()
+
+	lagN, early  int64
+	lagMax, lagS int64
+}
+
+// wallFor returns the wall time at which virtual time t is due.
+func (r *realtime) wallFor(t Time) int64 {
+	return r.start + int64(float64(t)*r.slowdown)
+}
+
+// virtualAt returns the virtual time corresponding to wall time w.
+func (r *realtime) virtualAt(w int64) Time {
+	return Time(float64(w-r.start) / r.slowdown)
+}
+
+// Inject schedules f to run on the loop at the current virtual time (the
+// wall clock's "now" mapped to virtual time). It is the only Loop method
+// safe to call from other goroutines, and only in real-time pacing.
+func (l *Loop) Inject(f func()) {
+	r := l.rt
+	if r == nil || !r.enabled {
+		panic("sim: Inject needs real-time pacing")
+	}
+	r.mu.Lock()
+	r.injected = append(r.injected, f)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Lag reports the real-time lag statistics so far.
+func (l *Loop) Lag() LagStats {
+	if l.rt == nil || l.rt.lagN == 0 {
+		return LagStats{}
+	}
+	r := l.rt
+	return LagStats{Events: r.lagN, Max: time.Duration(r.lagMax), Mean: time.Duration(r.lagS / r.lagN), Early: r.early}
+}
+
+// drainInjected turns injected functions into events at the wall's now.
+func (l *Loop) drainInjected() {
+	r := l.rt
+	r.mu.Lock()
+	fs := r.injected
+	r.injected = nil
+	r.mu.Unlock()
+	if len(fs) == 0 {
+		return
+	}
+	at := r.virtualAt(r.wall.Now())
+	for _, f := range fs {
+		l.insert(at, nil, f, 0)
+	}
+}
+
+// pace blocks, in real-time pacing, until event time t is due on the wall
+// clock. Injections arriving meanwhile are not handled here (RunUntil's
+// real-time path handles them); pace is for Step/RunWhile.
+func (l *Loop) pace(t Time) {
+	r := l.rt
+	if r == nil || !r.enabled {
+		return
+	}
+	due := r.wallFor(t)
+	for r.wall.Now() < due {
+		r.wall.SleepUntil(due, nil)
+	}
+	l.recordLag(due)
+}
+
+func (l *Loop) recordLag(due int64) {
+	r := l.rt
+	lag := r.wall.Now() - due
+	if lag < 0 {
+		r.early++
+		lag = 0
+	}
+	r.lagN++
+	r.lagS += lag
+	if lag > r.lagMax {
+		r.lagMax = lag
+	}
+}
+
+// runRealtime runs events no earlier than their wall time until virtual
+// time limit, handling injected work as it arrives.
+func (l *Loop) runRealtime(limit Time, _ func() bool) {
+	r := l.rt
+	for !l.stopped {
+		l.drainInjected()
+		var due int64
+		var target Time
+		if l.q.len() > 0 && l.q.prepare(uint64(limit)) {
+			target = Time(l.q.last)
+		} else if limit == maxTime {
+			return // idle
+		} else {
+			target = limit
+		}
+		due = r.wallFor(target)
+		if r.wall.Now() < due {
+			r.wall.SleepUntil(due, r.wake)
+			continue // re-check: an injection may have arrived
+		}
+		if target == limit && (l.q.len() == 0 || !l.q.prepare(uint64(limit))) {
+			if limit > l.now {
+				l.now = limit
+			}
+			return
+		}
+		e, ok := l.next(limit)
+		if !ok {
+			continue
+		}
+		l.recordLag(due)
+		l.fire(e)
+	}
+}
+
+// WallStart returns the wall time (WallClock.Now) that virtual time 0 maps
+// to, or 0 without a WallClock.
+func (l *Loop) WallStart() int64 {
+	if l.rt == nil {
+		return 0
+	}
+	return l.rt.start
+}

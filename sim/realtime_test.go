@@ -1,0 +1,61 @@
+package sim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/wallclock"
+)
+
+// Real-time pacing: a schedule of timers over 50 ms of wall time fires in
+// order and never early; the lag is reported (the bound is loose because CI
+// machines are noisy).
+func TestRealtimePacingNeverEarly(t *testing.T) {
+	w := wallclock.New()
+	l := sim.NewLoop(sim.Options{Wall: w, RealTime: true})
+	type firing struct{ virt sim.Time; wall int64 }
+	var got []firing
+	for i := 0; i < 100; i++ {
+		at := sim.Time(i) * 500 * sim.Microsecond // 0 .. 49.5 ms
+		l.At(at, func() { got = append(got, firing{l.Now(), w.Now()}) })
+	}
+	// An external producer injects work while the loop runs.
+	injectedAt := make(chan sim.Time, 1)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		l.Inject(func() { injectedAt <- l.Now() })
+	}()
+	start := l.WallStart()
+	l.RunUntil(50 * sim.Millisecond)
+	if len(got) != 100 {
+		t.Fatalf("%d timers fired, want 100", len(got))
+	}
+	for i, f := range got {
+		if i > 0 && f.virt < got[i-1].virt {
+			t.Fatalf("out of order at %d", i)
+		}
+		if f.wall < start+int64(f.virt) {
+			t.Fatalf("timer %d ran %v early", i, time.Duration(start+int64(f.virt)-f.wall))
+		}
+	}
+	lag := l.Lag()
+	if lag.Early != 0 {
+		t.Fatalf("%d events early", lag.Early)
+	}
+	if lag.Max > 20*time.Millisecond {
+		t.Fatalf("max lag %v", lag.Max)
+	}
+	select {
+	case v := <-injectedAt:
+		if v < 19*sim.Millisecond || v > 50*sim.Millisecond {
+			t.Fatalf("injected work ran at virtual %v", v)
+		}
+	default:
+		t.Fatal("injected work did not run")
+	}
+	if elapsed := time.Duration(w.Now() - start); elapsed < 50*time.Millisecond {
+		t.Fatalf("50 ms of virtual time took only %v of wall time", elapsed)
+	}
+	t.Logf("real-time lag over %d events: mean %v, max %v", lag.Events, lag.Mean, lag.Max)
+}
