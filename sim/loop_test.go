@@ -148,7 +148,7 @@ func TestProgressCallback(t *testing.T) {
 
 type fakeWall struct{ now int64 }
 
-func (f *fakeWall) Now() int64                             { return f.now }
+func (f *fakeWall) Now() int64                            { return f.now }
 func (f *fakeWall) SleepUntil(d int64, _ <-chan struct{}) { f.now = d }
 
 func TestStreamsIndependent(t *testing.T) {

@@ -20,7 +20,7 @@ const (
 )
 
 func (e qentry) slot() int32 { return int32(e.key & slotMask) }
-func (e qentry) seq() uint64  { return e.key >> slotBits }
+func (e qentry) seq() uint64 { return e.key >> slotBits }
 
 // radixQueue is a monotone priority queue (a radix heap). A discrete-event
 // loop never schedules before the last popped time, which is exactly the

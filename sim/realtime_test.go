@@ -14,7 +14,10 @@ import (
 func TestRealtimePacingNeverEarly(t *testing.T) {
 	w := wallclock.New()
 	l := sim.NewLoop(sim.Options{Wall: w, RealTime: true})
-	type firing struct{ virt sim.Time; wall int64 }
+	type firing struct {
+		virt sim.Time
+		wall int64
+	}
 	var got []firing
 	for i := 0; i < 100; i++ {
 		at := sim.Time(i) * 500 * sim.Microsecond // 0 .. 49.5 ms
