@@ -1,0 +1,217 @@
+package fabric
+
+import (
+	"encoding/binary"
+
+	"github.com/vcluster/vcluster/sim"
+)
+
+// PFC PAUSE frames (IEEE 802.1Qbb): MAC control EtherType 0x8808, opcode
+// 0x0101, a class-enable vector and eight 16-bit pause times in quanta of
+// 512 bit times.
+const (
+	macControlPFC = 0x0101
+	// MaxQuanta is the longest pause one frame can ask for.
+	MaxQuanta   = 0xffff
+	pfcFrameLen = MinFrameLen
+)
+
+var pfcDstMAC = [6]byte{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01}
+
+// SendPause queues a PFC frame asking the peer to pause class c for quanta
+// (0 = resume). MAC control frames go out ahead of every queued frame.
+func (pt *Port) SendPause(c uint8, quanta uint16) {
+	p := pt.pool.Get(pfcFrameLen)
+	clear(p.Data)
+	copy(p.Data[0:6], pfcDstMAC[:])
+	copy(p.Data[6:12], pt.MAC[:])
+	binary.BigEndian.PutUint16(p.Data[12:], EtherTypeMACC)
+	binary.BigEndian.PutUint16(p.Data[14:], macControlPFC)
+	binary.BigEndian.PutUint16(p.Data[16:], 1<<c)
+	binary.BigEndian.PutUint16(p.Data[18+2*int(c):], quanta)
+	p.Class = ClassControl
+	if quanta == 0 {
+		pt.Counters.ResumeTx++
+	} else {
+		pt.Counters.PauseTx++
+	}
+	pt.ctrl.push(p)
+	if !pt.busy {
+		pt.startNext()
+	}
+}
+
+func (pt *Port) handleMACControl(p *Packet) {
+	if len(p.Data) < 34 || binary.BigEndian.Uint16(p.Data[14:]) != macControlPFC {
+		pt.Counters.Drops[DropMalformed]++
+		return
+	}
+	en := binary.BigEndian.Uint16(p.Data[16:])
+	for c := uint8(0); c < NumClasses; c++ {
+		if en&(1<<c) != 0 {
+			pt.pause(c, binary.BigEndian.Uint16(p.Data[18+2*int(c):]))
+		}
+	}
+}
+
+// pause applies a received pause (or resume) to class c of this egress port.
+func (pt *Port) pause(c uint8, quanta uint16) {
+	now := pt.loop.Now()
+	if quanta == 0 {
+		pt.Counters.ResumeRx++
+		pt.pausedUntil[c] = 0
+		if !pt.busy {
+			pt.startNext()
+		}
+		return
+	}
+	pt.Counters.PauseRx++
+	cfg := pt.cfg.PFC
+	if cfg != nil && cfg.WatchdogOn {
+		pt.watchdogSawPause(c)
+		if pt.wd.stormed&(1<<c) != 0 && pt.wd.action != WatchdogAlert {
+			return // storm mitigation: pauses are ignored until restoration
+		}
+	}
+	// quanta × 512 bit times at this port's rate.
+	var rem uint64
+	pt.pausedUntil[c] = now + serializationTime(int(quanta)*64, pt.Tx.Rate, &rem)
+}
+
+// IngressAccounting is a switch's PFC state: bytes held in the switch per
+// (ingress port, lossless class), and which upstream ports it has paused.
+type IngressAccounting struct {
+	cfg   *PFCConfig
+	ports []*Port
+	bytes [][NumClasses]int
+	xoff  []uint8 // bit c: XOFF sent for class c on this ingress
+	loop  *sim.Loop
+}
+
+// NewIngressAccounting returns PFC accounting for a switch's ports.
+func NewIngressAccounting(loop *sim.Loop, cfg *PFCConfig, ports []*Port) *IngressAccounting {
+	return &IngressAccounting{cfg: cfg, ports: ports, bytes: make([][NumClasses]int, len(ports)), xoff: make([]uint8, len(ports)), loop: loop}
+}
+
+// admit accounts p arriving on port in; it reports false when p must drop
+// because the headroom is exhausted.
+func (a *IngressAccounting) admit(p *Packet, in int32) bool {
+	c := p.Class
+	b := a.bytes[in][c] + p.WireLen
+	if b > a.cfg.Xoff+a.cfg.Headroom {
+		return false
+	}
+	a.bytes[in][c] = b
+	if b >= a.cfg.Xoff && a.xoff[in]&(1<<c) == 0 {
+		a.xoff[in] |= 1 << c
+		a.ports[in].SendPause(c, MaxQuanta)
+		a.armRefresh(in, c)
+	}
+	return true
+}
+
+// release un-accounts p when it leaves the switch (or is dropped).
+func (a *IngressAccounting) release(p *Packet) {
+	if !a.cfg.lossless(p.Class) || p.InPort < 0 {
+		return
+	}
+	in, c := p.InPort, p.Class
+	a.bytes[in][c] -= p.WireLen
+	p.InPort = -1
+	if a.xoff[in]&(1<<c) != 0 && a.bytes[in][c] <= a.cfg.Xon {
+		a.xoff[in] &^= 1 << c
+		a.ports[in].SendPause(c, 0)
+	}
+}
+
+// Held returns the bytes accounted to (ingress port, class).
+func (a *IngressAccounting) Held(in int, c int) int { return a.bytes[in][c] }
+
+// A pause of MaxQuanta runs out; while XOFF holds, it is renewed at half its
+// length so the upstream never resumes on its own.
+func (a *IngressAccounting) armRefresh(in int32, c uint8) {
+	pt := a.ports[in]
+	var rem uint64
+	half := serializationTime(MaxQuanta*64/2, pt.Tx.Rate, &rem)
+	a.loop.Schedule(a.loop.Now()+half, a, uint64(in)<<8|uint64(c))
+}
+
+// OnEvent renews a pause that is still needed.
+func (a *IngressAccounting) OnEvent(arg uint64) {
+	in, c := int32(arg>>8), uint8(arg&0xff)
+	if a.xoff[in]&(1<<c) != 0 {
+		a.ports[in].SendPause(c, MaxQuanta)
+		a.armRefresh(in, c)
+	}
+}
+
+// watchdog is the PFC storm watchdog of one egress port (SONiC's pfcwd):
+// a class that stays paused with frames queued and no transmit progress for
+// the detection time is declared stormed; then its pauses are ignored (and,
+// in drop mode, its frames dropped) until no pause has arrived for the
+// restoration time.
+type watchdog struct {
+	action    int
+	armed     uint8 // bit c: a detection check is scheduled
+	stormed   uint8
+	lastPause [NumClasses]sim.Time
+	txSnap    [NumClasses]uint64
+}
+
+func (pt *Port) watchdogSawPause(c uint8) {
+	if pt.wd == nil {
+		pt.wd = &watchdog{action: pt.cfg.PFC.WatchdogAct}
+	}
+	w := pt.wd
+	w.lastPause[c] = pt.loop.Now()
+	if w.armed&(1<<c) == 0 && w.stormed&(1<<c) == 0 {
+		w.armed |= 1 << c
+		w.txSnap[c] = pt.QCounters[c].TxPackets
+		pt.loop.Schedule(pt.loop.Now()+sim.Time(pt.cfg.PFC.Detection), pt, uint64(c)<<8|evWatchdog)
+	}
+}
+
+func (pt *Port) watchdogCheck(c uint8, restore bool) {
+	w := pt.wd
+	now := pt.loop.Now()
+	cfg := pt.cfg.PFC
+	if restore {
+		if now-w.lastPause[c] >= sim.Time(cfg.Restoration) {
+			w.stormed &^= 1 << c
+			pt.Counters.StormsRestored++
+			return
+		}
+		pt.loop.Schedule(w.lastPause[c]+sim.Time(cfg.Restoration), pt, 1<<16|uint64(c)<<8|evWatchdog)
+		return
+	}
+	w.armed &^= 1 << c
+	stuck := now < pt.pausedUntil[c] && pt.queues[c].n > 0 && pt.QCounters[c].TxPackets == w.txSnap[c]
+	if !stuck {
+		if now < pt.pausedUntil[c] { // still paused but moving: keep watching
+			w.armed |= 1 << c
+			w.txSnap[c] = pt.QCounters[c].TxPackets
+			pt.loop.Schedule(now+sim.Time(cfg.Detection), pt, uint64(c)<<8|evWatchdog)
+		}
+		return
+	}
+	w.stormed |= 1 << c
+	pt.Counters.StormsDetected++
+	if w.action == WatchdogAlert {
+		return
+	}
+	pt.pausedUntil[c] = 0
+	if w.action == WatchdogDrop {
+		for p := pt.queues[c].pop(); p != nil; p = pt.queues[c].pop() {
+			pt.bytes -= p.WireLen
+			if pt.acct != nil {
+				pt.acct.release(p)
+			}
+			pt.QCounters[c].Drops++
+			pt.drop(p, DropWatchdog)
+		}
+	}
+	pt.loop.Schedule(now+sim.Time(cfg.Restoration), pt, 1<<16|uint64(c)<<8|evWatchdog)
+	if !pt.busy {
+		pt.startNext()
+	}
+}

@@ -1,0 +1,397 @@
+package fabric
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/vcluster/vcluster/fabric/pcap"
+	"github.com/vcluster/vcluster/sim"
+)
+
+// Device owns ports and takes the frames they receive: a Switch here, a NIC
+// in package endpoint. Ingress takes ownership of p.
+type Device interface {
+	Ingress(p *Packet, in *Port)
+}
+
+// TxReadyNotifier is told when a port finished serializing a frame, so a
+// NIC can pull the next segment from its transports (back-pressure instead
+// of host-side drops).
+type TxReadyNotifier interface {
+	TxReady(pt *Port)
+}
+
+// ECNConfig is RED/ECN marking on a port's data queues.
+type ECNConfig struct {
+	Enabled    bool
+	Kmin, Kmax int     // bytes of the class queue at enqueue
+	Pmax       float64 // marking probability at Kmax
+}
+
+// TrimConfig is packet trimming on buffer admission failure.
+type TrimConfig struct {
+	Enabled    bool
+	Size       int // bytes kept of the frame (default 128)
+	QueueBytes int // limit of the trimmed-header queue; trimmed packets beyond it drop
+}
+
+// Watchdog actions.
+const (
+	WatchdogDrop = iota
+	WatchdogForward
+	WatchdogAlert
+)
+
+// PFCConfig is priority flow control: the lossless classes, the ingress
+// thresholds at switches, and the storm watchdog at egress.
+type PFCConfig struct {
+	Enabled     bool
+	Lossless    uint8 // bit c set: class c is lossless
+	Xoff, Xon   int   // ingress bytes per (port, class)
+	Headroom    int   // bytes absorbed above Xoff before dropping
+	WatchdogOn  bool
+	Detection   time.Duration
+	Restoration time.Duration
+	WatchdogAct int
+}
+
+func (c *PFCConfig) lossless(class uint8) bool {
+	return c != nil && c.Enabled && c.Lossless&(1<<class) != 0
+}
+
+// PortConfig is shared by many ports (one value per port role).
+type PortConfig struct {
+	BufferBytes int // shared by the data classes of one egress port
+	IFGBytes    int // preamble + SFD + inter-frame gap added to every frame
+	ECN         ECNConfig
+	Trim        TrimConfig
+	PFC         *PFCConfig
+	Classes     ClassMap
+}
+
+// Drop reasons counted per port.
+const (
+	DropBuffer    = iota // egress buffer full, not trimmable
+	DropTrimQueue        // trimmed header found its queue full
+	DropHeadroom         // lossless class overflowed PFC headroom
+	DropWatchdog         // PFC watchdog in drop mode
+	DropNoRoute          // no FIB / uSID entry
+	DropHopLimit         // hop limit exhausted
+	DropMalformed        // not a parsable frame
+	numDropReasons
+)
+
+// DropReasonNames names the drop reasons in counters output.
+var DropReasonNames = [numDropReasons]string{"buffer", "trim_queue", "pfc_headroom", "pfc_watchdog", "no_route", "hop_limit", "malformed"}
+
+// PortCounters count one port's traffic in both directions.
+type PortCounters struct {
+	TxPackets, TxBytes, RxPackets, RxBytes uint64
+	Drops                                  [numDropReasons]uint64
+	ECNMarks, Trims                        uint64
+	PauseTx, ResumeTx, PauseRx, ResumeRx   uint64
+	StormsDetected, StormsRestored         uint64
+	MaxQueueBytes                          int
+}
+
+// QueueCounters count one egress traffic class.
+type QueueCounters struct {
+	EnqPackets, TxPackets, TxBytes uint64
+	Drops, ECNMarks, Trims         uint64
+	MaxBytes                       int
+}
+
+// Port events.
+const (
+	evTxDone = iota
+	evPauseExpired
+	evWatchdog
+)
+
+// Port is one end of a cable: the egress side (per-class queues, the
+// scheduler, serialization onto Tx) and the ingress side (frames from the
+// peer's link, PFC frames). A Device owns it.
+type Port struct {
+	Name       string
+	Index      int32 // index within the owning device
+	Owner      Device
+	Tx         *Link // outgoing direction of the cable
+	Peer       *Port // the other end
+	HostFacing bool  // a switch port facing a NIC (last hop)
+	MAC        [6]byte
+	Notify     TxReadyNotifier
+
+	Counters  PortCounters
+	QCounters [NumClasses]QueueCounters
+
+	cfg    *PortConfig
+	loop   *sim.Loop
+	pool   *Pool
+	rng    sim.FastRand
+	queues [NumClasses]packetFIFO
+	ctrl   packetFIFO // MAC control frames: sent before any class
+	bytes  int        // data-class bytes held against BufferBytes
+	busy   bool
+	cur    *Packet
+	rem    uint64
+	acct   *IngressAccounting // the owning switch's PFC state; nil at NICs
+
+	pausedUntil [NumClasses]sim.Time
+	wakeAt      sim.Time
+	wd          *watchdog
+	tap         *pcap.Writer
+}
+
+// NewPort returns a port using cfg (shared, not copied).
+func NewPort(loop *sim.Loop, pool *Pool, name string, cfg *PortConfig) *Port {
+	return &Port{Name: name, cfg: cfg, loop: loop, pool: pool, rng: sim.NewFastRand(loop.Seed(), "port/"+name)}
+}
+
+// Config returns the port's configuration.
+func (pt *Port) Config() *PortConfig { return pt.cfg }
+
+// SetConfig replaces the port's configuration (before traffic flows).
+func (pt *Port) SetConfig(c *PortConfig) { pt.cfg = c }
+
+// Tap captures every frame the port sends or receives into w.
+func (pt *Port) Tap(w *pcap.Writer) { pt.tap = w }
+
+// QueuedBytes returns the bytes waiting in all classes (not the one on the wire).
+func (pt *Port) QueuedBytes() int {
+	n := pt.ctrl.bytes
+	for i := range pt.queues {
+		n += pt.queues[i].bytes
+	}
+	return n
+}
+
+// ClassBytes returns the bytes waiting in class c.
+func (pt *Port) ClassBytes(c int) int { return pt.queues[c].bytes }
+
+// Busy reports whether a frame is being serialized.
+func (pt *Port) Busy() bool { return pt.busy }
+
+// Paused reports whether class c is paused by PFC now.
+func (pt *Port) Paused(c int) bool { return pt.loop.Now() < pt.pausedUntil[c] }
+
+func (pt *Port) drop(p *Packet, reason int) {
+	pt.Counters.Drops[reason]++
+	p.Release()
+}
+
+// classOf returns the traffic class of p from its outer DSCP.
+func (pt *Port) classOf(p *Packet) uint8 {
+	if !p.IsIPv6() {
+		return ClassControl
+	}
+	return pt.cfg.Classes[p.DSCP()]
+}
+
+// Enqueue admits p to its class queue (marking, trimming or dropping it as
+// the port's configuration says) and starts transmission if idle. It takes
+// ownership of p.
+func (pt *Port) Enqueue(p *Packet) {
+	c := pt.classOf(p)
+	p.Class = c
+	cfg := pt.cfg
+	if pt.wd != nil && pt.wd.stormed&(1<<c) != 0 && pt.wd.action == WatchdogDrop {
+		if pt.acct != nil {
+			pt.acct.release(p)
+		}
+		pt.QCounters[c].Drops++
+		pt.drop(p, DropWatchdog)
+		return
+	}
+	switch {
+	case c == ClassControl || c == ClassTrimmed:
+		// Control and trimmed headers have their own bound, outside the
+		// shared data buffer.
+		if pt.queues[c].bytes+p.WireLen > cfg.Trim.QueueBytes {
+			pt.QCounters[c].Drops++
+			pt.drop(p, DropTrimQueue)
+			return
+		}
+	case cfg.PFC.lossless(c):
+		// Lossless classes are bounded by ingress PFC accounting, not here.
+	case pt.bytes+p.WireLen > cfg.BufferBytes:
+		if !cfg.Trim.Enabled || !p.IsIPv6() || !trimmable(p.DSCP()) {
+			pt.QCounters[c].Drops++
+			pt.drop(p, DropBuffer)
+			return
+		}
+		pt.trim(p)
+		pt.QCounters[c].Trims++
+		pt.Counters.Trims++
+		c = ClassTrimmed
+		p.Class = c
+		if pt.queues[c].bytes+p.WireLen > cfg.Trim.QueueBytes {
+			pt.QCounters[c].Drops++
+			pt.drop(p, DropTrimQueue)
+			return
+		}
+	}
+	if cfg.ECN.Enabled && c != ClassControl && c != ClassTrimmed && pt.redMark(pt.queues[c].bytes) {
+		if p.MarkCE() {
+			pt.Counters.ECNMarks++
+			pt.QCounters[c].ECNMarks++
+		}
+	}
+	if c != ClassControl && c != ClassTrimmed {
+		pt.bytes += p.WireLen
+	}
+	p.EnqAt = pt.loop.Now()
+	q := &pt.queues[c]
+	q.push(p)
+	qc := &pt.QCounters[c]
+	qc.EnqPackets++
+	if q.bytes > qc.MaxBytes {
+		qc.MaxBytes = q.bytes
+	}
+	if tot := pt.bytes + pt.queues[ClassControl].bytes + pt.queues[ClassTrimmed].bytes; tot > pt.Counters.MaxQueueBytes {
+		pt.Counters.MaxQueueBytes = tot
+	}
+	if !pt.busy {
+		pt.startNext()
+	}
+}
+
+// redMark draws RED's marking decision for a queue holding q bytes.
+func (pt *Port) redMark(q int) bool {
+	e := &pt.cfg.ECN
+	switch {
+	case q <= e.Kmin:
+		return false
+	case q > e.Kmax:
+		return true
+	default:
+		prob := float64(q-e.Kmin) / float64(e.Kmax-e.Kmin) * e.Pmax
+		return pt.rng.Float64() < prob
+	}
+}
+
+// trim cuts p to the trim size, fixes the IPv6 and UDP length fields that
+// survive, and rewrites DSCP (outer and inner) to TRIMMED, or
+// TRIMMED_LASTHOP on a host-facing port.
+func (pt *Port) trim(p *Packet) {
+	size := pt.cfg.Trim.Size
+	full := p.WireLen - FCSLen
+	if full > size {
+		full = size
+	}
+	if len(p.Data) > full {
+		p.Data = p.Data[:full]
+	}
+	p.WireLen = wireLenOf(full)
+	p.Flags = p.Flags&^FlagElided | FlagTrimmed
+	d := uint8(DSCPTrimmed)
+	if pt.HostFacing {
+		d = DSCPTrimmedLastHop
+	}
+	p.SetDSCP(d)
+	off := offIPv6
+	for off+IPv6HeaderLen <= len(p.Data) {
+		binary.BigEndian.PutUint16(p.Data[off+4:], uint16(full-off-IPv6HeaderLen))
+		nh := p.Data[off+6]
+		if off != offIPv6 {
+			tc := (p.Data[off]<<4 | p.Data[off+1]>>4)
+			tc = d<<2 | tc&3
+			p.Data[off] = 6<<4 | tc>>4
+			p.Data[off+1] = p.Data[off+1]&0x0f | tc<<4
+		}
+		off += IPv6HeaderLen
+		if nh == ProtoIPv6 {
+			continue
+		}
+		if nh == ProtoUDP && off+UDPHeaderLen <= len(p.Data) {
+			binary.BigEndian.PutUint16(p.Data[off+4:], uint16(full-off))
+			binary.BigEndian.PutUint16(p.Data[off+6:], 0) // checksum no longer covers the data
+		}
+		break
+	}
+}
+
+func (pt *Port) startNext() {
+	now := pt.loop.Now()
+	p := pt.ctrl.pop()
+	if p == nil {
+		var wake sim.Time
+		for c := NumClasses - 1; c >= 0; c-- {
+			q := &pt.queues[c]
+			if q.n == 0 {
+				continue
+			}
+			if u := pt.pausedUntil[c]; now < u {
+				if wake == 0 || u < wake {
+					wake = u
+				}
+				continue
+			}
+			p = q.pop()
+			if c != ClassControl && c != ClassTrimmed {
+				pt.bytes -= p.WireLen
+			}
+			qc := &pt.QCounters[c]
+			qc.TxPackets++
+			qc.TxBytes += uint64(p.WireLen)
+			if pt.acct != nil {
+				pt.acct.release(p)
+			}
+			break
+		}
+		if p == nil {
+			if wake != 0 && (pt.wakeAt <= now || wake < pt.wakeAt) {
+				pt.wakeAt = wake
+				pt.loop.Schedule(wake, pt, evPauseExpired)
+			}
+			return
+		}
+	}
+	pt.busy = true
+	pt.cur = p
+	if pt.tap != nil {
+		pt.tap.WritePacket(int64(now), p.Data, p.WireLen-FCSLen)
+	}
+	t := serializationTime(p.WireLen+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
+	pt.loop.Schedule(now+t, pt, evTxDone)
+}
+
+// OnEvent handles the port's own events.
+func (pt *Port) OnEvent(arg uint64) {
+	switch arg & 0xff {
+	case evTxDone:
+		p := pt.cur
+		pt.cur, pt.busy = nil, false
+		pt.Counters.TxPackets++
+		pt.Counters.TxBytes += uint64(p.WireLen)
+		pt.Tx.transmit(p)
+		pt.startNext()
+		if pt.Notify != nil {
+			pt.Notify.TxReady(pt)
+		}
+	case evPauseExpired:
+		if !pt.busy && pt.loop.Now() >= pt.wakeAt {
+			pt.startNext()
+		}
+	case evWatchdog:
+		pt.watchdogCheck(uint8(arg>>8), arg>>16&1 == 1)
+	}
+}
+
+// receive takes a frame from the peer's link.
+func (pt *Port) receive(p *Packet) {
+	pt.Counters.RxPackets++
+	pt.Counters.RxBytes += uint64(p.WireLen)
+	if pt.tap != nil {
+		pt.tap.WritePacket(int64(pt.loop.Now()), p.Data, p.WireLen-FCSLen)
+	}
+	if len(p.Data) >= EthHeaderLen && p.EtherType() == EtherTypeMACC {
+		pt.handleMACControl(p)
+		p.Release()
+		return
+	}
+	if !p.IsIPv6() {
+		pt.drop(p, DropMalformed)
+		return
+	}
+	pt.Owner.Ingress(p, pt)
+}

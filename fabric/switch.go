@@ -1,0 +1,195 @@
+package fabric
+
+import (
+	"encoding/binary"
+
+	"github.com/vcluster/vcluster/sim"
+)
+
+// ForwardingMode selects how every switch of a fabric forwards.
+type ForwardingMode int
+
+const (
+	// ForwardECMP hashes addresses, flow label and UDP ports over the
+	// equal-cost next hops toward the destination's subnet.
+	ForwardECMP ForwardingMode = iota
+	// ForwardUSID is SRv6 uN shift-and-forward on the outer destination
+	// (RFC 9800 NEXT-C-SID) with a static /48 FIB; no ECMP.
+	ForwardUSID
+	// ForwardStatic is a plain static FIB: one fixed next hop per
+	// destination (destination-mod-k over the equal-cost set).
+	ForwardStatic
+)
+
+func (m ForwardingMode) String() string {
+	return [...]string{"ecmp", "usid", "static"}[m]
+}
+
+// ParseForwardingMode maps a config word to a mode.
+func ParseForwardingMode(s string) (ForwardingMode, bool) {
+	switch s {
+	case "ecmp":
+		return ForwardECMP, true
+	case "usid":
+		return ForwardUSID, true
+	case "static":
+		return ForwardStatic, true
+	}
+	return 0, false
+}
+
+// SwitchCounters are a switch's forwarding totals (per-port counters live
+// on the ports).
+type SwitchCounters struct {
+	Forwarded, USIDShifts, NoRoute, HopLimit uint64
+}
+
+// Switch forwards frames between its ports. Its tables are filled by the
+// topology builder: a per-subnet next-hop group table (ECMP / static) and a
+// per-uSID port table (the static /48 FIB of SRv6 mode, dense because every
+// /48 is locator block + one uSID).
+type Switch struct {
+	Name  string
+	ID    int // fabric-wide device id
+	Tier  int // 0 = T0/edge, 1 = T1/agg, 2 = core
+	Plane int
+	Index int // within its tier and plane
+	USID  uint16
+	Ports []*Port
+
+	Counters SwitchCounters
+	// Trace, when set, sees every forwarding decision (tests, path tracing).
+	Trace func(sw *Switch, p *Packet, out *Port)
+
+	mode        ForwardingMode
+	seed        uint64
+	localSubnet int
+	hostPorts   []int32 // own subnet: host index → port
+	subnetGroup []int32 // subnet → index into groups; -1: no route
+	groups      [][]int32
+	usidPorts   [4][]int32 // uSID type, index → port; -1: none
+	acct        *IngressAccounting
+}
+
+// Mode returns the switch's forwarding mode.
+func (s *Switch) Mode() ForwardingMode { return s.mode }
+
+// PFC returns the switch's ingress PFC accounting, or nil.
+func (s *Switch) PFC() *IngressAccounting { return s.acct }
+
+func (s *Switch) dropIn(p *Packet, in *Port, reason int) {
+	switch reason {
+	case DropNoRoute:
+		s.Counters.NoRoute++
+	case DropHopLimit:
+		s.Counters.HopLimit++
+	}
+	in.drop(p, reason)
+}
+
+// Ingress implements Device: decide, account, enqueue.
+func (s *Switch) Ingress(p *Packet, in *Port) {
+	p.InPort = -1
+	if p.HopLimit() <= 1 {
+		// A router would answer ICMPv6 Time Exceeded; vcluster counts it.
+		s.dropIn(p, in, DropHopLimit)
+		return
+	}
+	var out int32 = -1
+	switch s.mode {
+	case ForwardUSID:
+		out = s.usidNext(p)
+	default:
+		out = s.fibNext(p)
+	}
+	if out < 0 {
+		s.dropIn(p, in, DropNoRoute)
+		return
+	}
+	p.Data[offIPv6+7]--
+	op := s.Ports[out]
+	if s.acct != nil {
+		c := op.classOf(p)
+		p.Class = c
+		if s.acct.cfg.lossless(c) {
+			if !s.acct.admit(p, in.Index) {
+				s.dropIn(p, in, DropHeadroom)
+				return
+			}
+			p.InPort = in.Index // released when it leaves the egress queue
+		}
+	}
+	s.Counters.Forwarded++
+	if s.Trace != nil {
+		s.Trace(s, p, op)
+	}
+	op.Enqueue(p)
+}
+
+// usidNext applies uN: the top uSID must be this switch's; shift the rest
+// left by 16 bits and look the new top /48 up.
+func (s *Switch) usidNext(p *Packet) int32 {
+	dst := p.Data[offIPv6Dst : offIPv6Dst+16]
+	if binary.BigEndian.Uint32(dst) != USIDBlock || binary.BigEndian.Uint16(dst[4:]) != s.USID {
+		return -1
+	}
+	copy(dst[4:14], dst[6:16])
+	dst[14], dst[15] = 0, 0
+	s.Counters.USIDShifts++
+	next := binary.BigEndian.Uint16(dst[4:])
+	if next == 0 {
+		return -1 // argument exhausted at a switch: the path ends nowhere
+	}
+	plane, typ, idx := SplitUSID(next)
+	if plane != s.Plane {
+		return -1
+	}
+	t := s.usidPorts[typ]
+	if idx >= len(t) {
+		return -1
+	}
+	return t[idx]
+}
+
+// fibNext looks the destination host address up: own subnet → the host's
+// port; otherwise the subnet's next-hop group, hashed (ECMP) or fixed per
+// destination (static).
+func (s *Switch) fibNext(p *Packet) int32 {
+	plane, subnet, host, ok := ParseHostAddr(p.Data[offIPv6Dst : offIPv6Dst+16])
+	if !ok || plane != s.Plane {
+		return -1
+	}
+	if subnet == s.localSubnet {
+		if host >= len(s.hostPorts) {
+			return -1
+		}
+		return s.hostPorts[host]
+	}
+	if subnet >= len(s.subnetGroup) || s.subnetGroup[subnet] < 0 {
+		return -1
+	}
+	g := s.groups[s.subnetGroup[subnet]]
+	if len(g) == 1 {
+		return g[0]
+	}
+	if s.mode == ForwardStatic {
+		return g[(subnet*65536+host)%len(g)]
+	}
+	return g[ecmpHash(p, s.seed)%uint64(len(g))]
+}
+
+// ecmpHash hashes the 5-tuple-like fields: source and destination address,
+// flow label and, for UDP, the port pair.
+func ecmpHash(p *Packet, seed uint64) uint64 {
+	d := p.Data
+	be := binary.BigEndian
+	h := sim.Hash64(seed, be.Uint64(d[offIPv6Src:]))
+	h = sim.Hash64(h, be.Uint64(d[offIPv6Src+8:]))
+	h = sim.Hash64(h, be.Uint64(d[offIPv6Dst:]))
+	h = sim.Hash64(h, be.Uint64(d[offIPv6Dst+8:]))
+	var ports uint64
+	if d[offIPv6+6] == ProtoUDP && len(d) >= offL4+4 {
+		ports = uint64(be.Uint32(d[offL4:]))
+	}
+	return sim.Hash64(h, uint64(p.FlowLabel())<<32|ports)
+}
