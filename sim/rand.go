@@ -36,3 +36,23 @@ func (l *Loop) Rand(name string) *rand.Rand { return NewStream(l.seed, name) }
 // decisions (ECMP, Bernoulli draws keyed by packet) that must not consume a
 // stream.
 func Hash64(seed, x uint64) uint64 { return splitmix64(seed ^ splitmix64(x)) }
+
+// FastRand is an 8-byte random stream (splitmix64) for components that
+// exist by the million (ports, links) and draw per packet. Seed it from
+// StreamSeed so it stays independent of every other stream.
+type FastRand struct{ s uint64 }
+
+// NewFastRand returns the fast stream of component name under run seed.
+func NewFastRand(seed uint64, name string) FastRand { return FastRand{StreamSeed(seed, name)} }
+
+// Uint64 returns the next 64 random bits.
+func (r *FastRand) Uint64() uint64 {
+	r.s += 0x9e3779b97f4a7c15
+	x := r.s
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Float64 returns a uniform value in [0, 1).
+func (r *FastRand) Float64() float64 { return float64(r.Uint64()>>11) / (1 << 53) }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/config"
+)
+
+// manifest is written to <out>/manifest.json at the start of every run.
+type manifest struct {
+	Tool          string        `json:"tool"`
+	Version       string        `json:"version"`
+	GoVersion     string        `json:"goVersion"`
+	GvisorVersion string        `json:"gvisorVersion"`
+	Seed          uint64        `json:"seed"`
+	ConfigFile    string        `json:"configFile,omitempty"`
+	Sets          []string      `json:"sets,omitempty"`
+	Status        string        `json:"status"`
+	Config        config.Config `json:"config"`
+}
+
+const (
+	manifestFile       = "manifest.json"
+	resolvedConfigFile = "config.yaml"
+	// statusNoExperiment is the honest status of this skeleton: nothing is
+	// simulated yet.
+	statusNoExperiment = "no experiment run: vcluster run does not simulate anything yet"
+)
+
+func newRunCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run an experiment (for now: validate the config and write the run manifest)",
+		Long: `run resolves and validates the configuration, creates the output directory and
+writes manifest.json (versions, seed and the resolved configuration) and
+config.yaml (the resolved configuration, loadable with --config).
+
+No experiment is simulated yet: the default experiment arrives with the
+experiments issue. An invalid configuration exits with status 2 before
+anything is created.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				cfg.Output.Dir = out
+			}
+			if err := writeManifest(cmd, cfg); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "run: wrote %s and %s\n",
+				filepath.Join(cfg.Output.Dir, manifestFile), filepath.Join(cfg.Output.Dir, resolvedConfigFile))
+			fmt.Fprintln(w, "run: the default experiment arrives with the experiments issue")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir from the config, \"out\")")
+	return cmd
+}
+
+func writeManifest(cmd *cobra.Command, cfg config.Config) error {
+	dir := cfg.Output.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create output dir: %w", err)
+	}
+	v, g, gv := buildVersions()
+	m := manifest{
+		Tool:          "vcluster",
+		Version:       v,
+		GoVersion:     g,
+		GvisorVersion: gv,
+		Seed:          cfg.Seed,
+		Status:        statusNoExperiment,
+		Config:        cfg,
+	}
+	if f := cmd.Flags().Lookup("config"); f != nil {
+		m.ConfigFile = f.Value.String()
+	}
+	if sets, err := cmd.Flags().GetStringArray("set"); err == nil {
+		m.Sets = sets
+	}
+	if f := cmd.Flags().Lookup("seed"); f != nil && f.Changed {
+		m.Sets = append(m.Sets, "seed="+f.Value.String())
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, manifestFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	y, err := cfg.YAML()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, resolvedConfigFile), y, 0o644); err != nil {
+		return fmt.Errorf("write resolved config: %w", err)
+	}
+	return nil
+}

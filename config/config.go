@@ -1,0 +1,407 @@
+// Package config defines the single YAML schema of a vcluster run: the
+// fabric (topology, links, queues, ECN, trimming, PFC), the hosts, the
+// transport, the run itself and its outputs.
+//
+// A Config is obtained with Default or Load. Load starts from Default,
+// applies a preset (fabric.preset), merges a YAML file and `key=value`
+// overrides through viper, fills derived fields (Normalize) and finally
+// calls Validate. docs/config.md is the reference for every field.
+//
+// Derived fields use the zero value to mean "derive me": fabric.hosts,
+// fabric.t0PerPlane (from fabric.hosts), fabric.planes for fat-trees and
+// fabric.queue.pfc.watchdog.restoration. Load zeroes such a field when the
+// user did not set it explicitly so that it follows the fields it derives
+// from; Normalize then fills it in.
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Topology names.
+const (
+	TopologyClos    = "clos"    // multi-plane two-tier Clos (T0/T1 per plane)
+	TopologyFatTree = "fattree" // three-tier k-ary fat-tree, one plane
+)
+
+// Forwarding modes.
+const (
+	ForwardingECMP   = "ecmp"
+	ForwardingUSID   = "usid"
+	ForwardingStatic = "static"
+)
+
+// Transport kinds.
+const (
+	TransportMRC  = "mrc"
+	TransportRoCE = "roce"
+)
+
+// Pacing modes.
+const (
+	PacingSimulated = "simulated"
+	PacingRealtime  = "realtime"
+)
+
+// PFC watchdog actions.
+const (
+	WatchdogDrop    = "drop"
+	WatchdogForward = "forward"
+	WatchdogAlert   = "alert"
+)
+
+// Limits enforced by Validate.
+const (
+	MaxPlanes     = 16
+	MaxSwitchDim  = 1024                   // max hostsPerT0, t0PerPlane, t1PerPlane
+	MaxLinkBps    = 1_600_000_000_000      // 1.6 Tb/s
+	MaxLinkDelay  = time.Second            // max propagation delay of one link
+	MinMTU        = 1280                   // IPv6 minimum link MTU
+	MaxMTU        = 9216                   // jumbo frames
+	MaxIFGBytes   = 64                     // preamble + IFG overhead
+	MinTrimBytes  = 64                     // smallest trimmed packet
+	MaxTrimBytes  = 512                    // largest trimmed packet
+	MinFatTreeK   = 4                      // smallest fat-tree arity
+	MaxFatTreeK   = 64                     // largest fat-tree arity
+	MaxPriority   = 7                      // 802.1p priorities are 0..7
+	DefaultBuffer = 1 << 20                // per egress port buffer, 1 MiB
+	defaultDelay  = "1us"                  // host and fabric link delay
+	defaultSpeed  = "100G"                 // host and fabric link speed
+	defaultDetect = 200 * time.Millisecond // PFC watchdog detection time
+)
+
+// Config is one vcluster run.
+type Config struct {
+	Seed      uint64          `mapstructure:"seed" yaml:"seed" json:"seed"`
+	Fabric    FabricConfig    `mapstructure:"fabric" yaml:"fabric" json:"fabric"`
+	Host      HostConfig      `mapstructure:"host" yaml:"host" json:"host"`
+	Transport TransportConfig `mapstructure:"transport" yaml:"transport" json:"transport"`
+	Run       RunConfig       `mapstructure:"run" yaml:"run" json:"run"`
+	Output    OutputConfig    `mapstructure:"output" yaml:"output" json:"output"`
+}
+
+// FabricConfig describes the switched network.
+type FabricConfig struct {
+	// Topology is "clos" (multi-plane 2-tier) or "fattree" (3-tier k-ary, one plane).
+	Topology string `mapstructure:"topology" yaml:"topology" json:"topology"`
+	// Preset is "" or one of "A", "B", "C", "D"; applied before explicit fields.
+	Preset string `mapstructure:"preset" yaml:"preset" json:"preset"`
+	// Planes is the number of parallel planes, 1..16 (must be 1 for fattree).
+	Planes int `mapstructure:"planes" yaml:"planes" json:"planes"`
+	// Hosts is the total number of hosts (NICs). For clos it equals
+	// HostsPerT0*T0PerPlane; for fattree k^3/4. 0 means derive.
+	Hosts int `mapstructure:"hosts" yaml:"hosts" json:"hosts"`
+	// HostsPerT0 is the number of hosts below each T0 (clos only), 1..1024.
+	HostsPerT0 int `mapstructure:"hostsPerT0" yaml:"hostsPerT0" json:"hostsPerT0"`
+	// T0PerPlane is the number of T0 switches in each plane (clos only),
+	// 1..1024. 0 means derive from Hosts/HostsPerT0.
+	T0PerPlane int `mapstructure:"t0PerPlane" yaml:"t0PerPlane" json:"t0PerPlane"`
+	// T1PerPlane is the number of T1 switches in each plane (clos only),
+	// 1..1024; each T0 has one uplink to each T1 of its plane.
+	T1PerPlane int `mapstructure:"t1PerPlane" yaml:"t1PerPlane" json:"t1PerPlane"`
+	// K is the fat-tree arity (fattree only), even, 4..64.
+	K int `mapstructure:"k" yaml:"k" json:"k"`
+	// HostLinkSpeed is the host-T0 link speed, e.g. "100G" (see ParseSpeed).
+	HostLinkSpeed string `mapstructure:"hostLinkSpeed" yaml:"hostLinkSpeed" json:"hostLinkSpeed"`
+	// FabricLinkSpeed is the T0-T1 (fat-tree edge-agg and agg-core) speed.
+	FabricLinkSpeed string `mapstructure:"fabricLinkSpeed" yaml:"fabricLinkSpeed" json:"fabricLinkSpeed"`
+	// HostLinkDelay is the host link propagation delay (Go duration), 0..1s.
+	HostLinkDelay string `mapstructure:"hostLinkDelay" yaml:"hostLinkDelay" json:"hostLinkDelay"`
+	// FabricLinkDelay is the fabric link propagation delay (Go duration), 0..1s.
+	FabricLinkDelay string `mapstructure:"fabricLinkDelay" yaml:"fabricLinkDelay" json:"fabricLinkDelay"`
+	// MTU is the IPv6 payload MTU in bytes, 1280..9216.
+	MTU int `mapstructure:"mtu" yaml:"mtu" json:"mtu"`
+	// Forwarding is "ecmp", "usid" or "static".
+	Forwarding string `mapstructure:"forwarding" yaml:"forwarding" json:"forwarding"`
+	// ECMPSeed seeds the switches' ECMP hash.
+	ECMPSeed uint64 `mapstructure:"ecmpSeed" yaml:"ecmpSeed" json:"ecmpSeed"`
+	// IFGBytes is the per-frame preamble+IFG overhead on the wire, 0..64.
+	IFGBytes int `mapstructure:"ifgBytes" yaml:"ifgBytes" json:"ifgBytes"`
+	// Queue configures every egress port.
+	Queue QueueConfig `mapstructure:"queue" yaml:"queue" json:"queue"`
+}
+
+// QueueConfig configures an egress port queue.
+type QueueConfig struct {
+	// BufferBytes is the per egress port buffer; must be ≥ 2*MTU.
+	BufferBytes int        `mapstructure:"bufferBytes" yaml:"bufferBytes" json:"bufferBytes"`
+	ECN         ECNConfig  `mapstructure:"ecn" yaml:"ecn" json:"ecn"`
+	Trim        TrimConfig `mapstructure:"trim" yaml:"trim" json:"trim"`
+	PFC         PFCConfig  `mapstructure:"pfc" yaml:"pfc" json:"pfc"`
+}
+
+// ECNConfig is RED-style ECN marking on queue depth: no marking below
+// KminBytes, probability rising linearly to Pmax at KmaxBytes, always above.
+type ECNConfig struct {
+	Enabled   bool    `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
+	KminBytes int     `mapstructure:"kminBytes" yaml:"kminBytes" json:"kminBytes"`
+	KmaxBytes int     `mapstructure:"kmaxBytes" yaml:"kmaxBytes" json:"kmaxBytes"`
+	Pmax      float64 `mapstructure:"pmax" yaml:"pmax" json:"pmax"`
+	// LastHop enables marking on ports facing hosts too.
+	LastHop bool `mapstructure:"lastHop" yaml:"lastHop" json:"lastHop"`
+}
+
+// TrimConfig is packet trimming: a packet that does not fit the buffer is
+// cut to SizeBytes and forwarded instead of dropped.
+type TrimConfig struct {
+	Enabled   bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
+	SizeBytes int  `mapstructure:"sizeBytes" yaml:"sizeBytes" json:"sizeBytes"`
+}
+
+// PFCConfig is 802.1Qbb priority flow control.
+type PFCConfig struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
+	// Priorities are the lossless priorities, each 0..7, no duplicates.
+	Priorities []int `mapstructure:"priorities" yaml:"priorities" json:"priorities"`
+	XoffBytes  int   `mapstructure:"xoffBytes" yaml:"xoffBytes" json:"xoffBytes"`
+	XonBytes   int   `mapstructure:"xonBytes" yaml:"xonBytes" json:"xonBytes"`
+	// HeadroomBytes is reserved above Xoff; 0 means 3 × rate × delay
+	// (see PFCConfig.Headroom).
+	HeadroomBytes int               `mapstructure:"headroomBytes" yaml:"headroomBytes" json:"headroomBytes"`
+	Watchdog      PFCWatchdogConfig `mapstructure:"watchdog" yaml:"watchdog" json:"watchdog"`
+}
+
+// PFCWatchdogConfig is the PFC storm watchdog.
+type PFCWatchdogConfig struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
+	// Detection is how long a queue may stay paused before the watchdog fires.
+	Detection string `mapstructure:"detection" yaml:"detection" json:"detection"`
+	// Restoration is how long the watchdog action lasts; "" means 2×Detection.
+	Restoration string `mapstructure:"restoration" yaml:"restoration" json:"restoration"`
+	// Action is "drop", "forward" or "alert".
+	Action string `mapstructure:"action" yaml:"action" json:"action"`
+}
+
+// HostConfig configures the simulated hosts.
+type HostConfig struct {
+	// TCP gives every host a TCP/IP stack (gvisor netstack) next to the transport.
+	TCP bool `mapstructure:"tcp" yaml:"tcp" json:"tcp"`
+}
+
+// TransportConfig selects the RDMA transport.
+type TransportConfig struct {
+	// Kind is "mrc" or "roce".
+	Kind string `mapstructure:"kind" yaml:"kind" json:"kind"`
+}
+
+// RunConfig controls the run.
+type RunConfig struct {
+	// Pacing is "simulated" (as fast as possible) or "realtime".
+	Pacing string `mapstructure:"pacing" yaml:"pacing" json:"pacing"`
+	// Duration is the simulated time to run (Go duration, > 0).
+	Duration string `mapstructure:"duration" yaml:"duration" json:"duration"`
+	// RealtimeSlowdown stretches simulated time in realtime pacing, ≥ 1.
+	RealtimeSlowdown float64 `mapstructure:"realtimeSlowdown" yaml:"realtimeSlowdown" json:"realtimeSlowdown"`
+}
+
+// OutputConfig controls where results go.
+type OutputConfig struct {
+	// Dir is the output directory.
+	Dir string `mapstructure:"dir" yaml:"dir" json:"dir"`
+	// Pcap lists the port names to capture (free text, resolved by the fabric).
+	Pcap []string `mapstructure:"pcap" yaml:"pcap" json:"pcap"`
+}
+
+// Default returns the documented defaults: a 4-plane clos of 4 T0 × 4
+// hosts and 4 T1 per plane, 100G links with 1us delays, uSID forwarding,
+// the MRC transport, simulated pacing for 10ms, seed 1. The result is
+// normalized and valid.
+func Default() Config {
+	c := Config{
+		Seed: 1,
+		Fabric: FabricConfig{
+			Topology:        TopologyClos,
+			Preset:          "",
+			Planes:          4,
+			HostsPerT0:      4,
+			T0PerPlane:      4,
+			T1PerPlane:      4,
+			K:               0,
+			HostLinkSpeed:   defaultSpeed,
+			FabricLinkSpeed: defaultSpeed,
+			HostLinkDelay:   defaultDelay,
+			FabricLinkDelay: defaultDelay,
+			MTU:             4200,
+			Forwarding:      ForwardingUSID,
+			ECMPSeed:        0,
+			IFGBytes:        20,
+			Queue: QueueConfig{
+				BufferBytes: DefaultBuffer,
+				ECN: ECNConfig{
+					Enabled:   true,
+					KminBytes: 37500,
+					KmaxBytes: 150000,
+					Pmax:      0.2,
+					LastHop:   false,
+				},
+				Trim: TrimConfig{Enabled: true, SizeBytes: 128},
+				PFC: PFCConfig{
+					Enabled:       false,
+					Priorities:    []int{3},
+					XoffBytes:     96000,
+					XonBytes:      48000,
+					HeadroomBytes: 0,
+					Watchdog: PFCWatchdogConfig{
+						Enabled:     true,
+						Detection:   defaultDetect.String(),
+						Restoration: (2 * defaultDetect).String(),
+						Action:      WatchdogDrop,
+					},
+				},
+			},
+		},
+		Host:      HostConfig{TCP: false},
+		Transport: TransportConfig{Kind: TransportMRC},
+		Run: RunConfig{
+			Pacing:           PacingSimulated,
+			Duration:         "10ms",
+			RealtimeSlowdown: 1,
+		},
+		Output: OutputConfig{Dir: "out", Pcap: []string{}},
+	}
+	c.Normalize()
+	return c
+}
+
+// Normalize fills derived fields whose value is zero, and clears fields the
+// chosen topology does not use. It never overrides a non-zero value and
+// does not validate; values it cannot derive are left zero for Validate to
+// report.
+//
+//   - clos: K = 0; T0PerPlane = Hosts/HostsPerT0 when T0PerPlane is 0 and
+//     Hosts divides exactly; Hosts = HostsPerT0*T0PerPlane when Hosts is 0.
+//   - fattree: HostsPerT0 = T0PerPlane = T1PerPlane = 0 (the shape follows
+//     from K); Planes = 1 when 0; Hosts = K^3/4 when 0 and K is valid.
+//   - PFC watchdog: Restoration = 2×Detection when "" and Detection parses.
+func (c *Config) Normalize() {
+	f := &c.Fabric
+	switch f.Topology {
+	case TopologyClos:
+		f.K = 0
+		if f.T0PerPlane == 0 && f.Hosts > 0 && f.HostsPerT0 > 0 && f.Hosts%f.HostsPerT0 == 0 {
+			f.T0PerPlane = f.Hosts / f.HostsPerT0
+		}
+		if f.Hosts == 0 && f.HostsPerT0 > 0 && f.T0PerPlane > 0 {
+			f.Hosts = f.HostsPerT0 * f.T0PerPlane
+		}
+	case TopologyFatTree:
+		f.HostsPerT0, f.T0PerPlane, f.T1PerPlane = 0, 0, 0
+		if f.Planes == 0 {
+			f.Planes = 1
+		}
+		if f.Hosts == 0 && validK(f.K) {
+			f.Hosts = f.K * f.K * f.K / 4
+		}
+	}
+	if f.Queue.PFC.Priorities == nil {
+		f.Queue.PFC.Priorities = []int{}
+	}
+	w := &f.Queue.PFC.Watchdog
+	if w.Restoration == "" {
+		if d, err := time.ParseDuration(w.Detection); err == nil && d > 0 {
+			w.Restoration = (2 * d).String()
+		}
+	}
+	if c.Output.Pcap == nil {
+		c.Output.Pcap = []string{}
+	}
+}
+
+func validK(k int) bool { return k >= MinFatTreeK && k <= MaxFatTreeK && k%2 == 0 }
+
+// YAML renders the config as YAML with the same keys Load reads, e.g. for
+// writing the resolved config of a run next to its manifest. Loading the
+// output again yields the same Config.
+func (c Config) YAML() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("config: marshal yaml: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: marshal yaml: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// HostLinkBps is HostLinkSpeed in bits/s, or 0 if it does not parse.
+// Call it on a validated config.
+func (f FabricConfig) HostLinkBps() uint64 { return speedOrZero(f.HostLinkSpeed) }
+
+// FabricLinkBps is FabricLinkSpeed in bits/s, or 0 if it does not parse.
+// Call it on a validated config.
+func (f FabricConfig) FabricLinkBps() uint64 { return speedOrZero(f.FabricLinkSpeed) }
+
+// HostLinkPropDelay is HostLinkDelay parsed, or 0 if it does not parse.
+func (f FabricConfig) HostLinkPropDelay() time.Duration { return durationOrZero(f.HostLinkDelay) }
+
+// FabricLinkPropDelay is FabricLinkDelay parsed, or 0 if it does not parse.
+func (f FabricConfig) FabricLinkPropDelay() time.Duration {
+	return durationOrZero(f.FabricLinkDelay)
+}
+
+// FatTreeShape returns the k-ary fat-tree switch counts: edge (= T0) and
+// aggregation switches in total (k^2/2 each), core switches ((k/2)^2) and
+// hosts per edge switch (k/2). Zero for a topology other than fattree.
+func (f FabricConfig) FatTreeShape() (edge, agg, core, hostsPerEdge int) {
+	if f.Topology != TopologyFatTree || !validK(f.K) {
+		return 0, 0, 0, 0
+	}
+	k := f.K
+	return k * k / 2, k * k / 2, (k / 2) * (k / 2), k / 2
+}
+
+// DetectionTime is Detection parsed, or 0 if it does not parse.
+func (w PFCWatchdogConfig) DetectionTime() time.Duration { return durationOrZero(w.Detection) }
+
+// RestorationTime is Restoration parsed (2×Detection when empty), or 0.
+func (w PFCWatchdogConfig) RestorationTime() time.Duration {
+	if w.Restoration == "" {
+		return 2 * w.DetectionTime()
+	}
+	return durationOrZero(w.Restoration)
+}
+
+// Headroom returns the PFC headroom in bytes for a link of rateBps and
+// one-way propagation delay: HeadroomBytes when set, otherwise
+// ceil(3 × rate × delay / 8).
+func (p PFCConfig) Headroom(rateBps uint64, delay time.Duration) int {
+	if p.HeadroomBytes > 0 {
+		return p.HeadroomBytes
+	}
+	if delay <= 0 || rateBps == 0 {
+		return 0
+	}
+	// 3 × rate[b/s] × delay[ns] / 8e9 bytes, in float to avoid overflow of
+	// rate×ns (1.6e12 × 1e9 > 2^64); exact enough for a buffer size.
+	bytes := 3 * float64(rateBps) * delay.Seconds() / 8
+	n := int(bytes)
+	if float64(n) < bytes {
+		n++
+	}
+	return n
+}
+
+// RunDuration is Duration parsed, or 0 if it does not parse.
+func (r RunConfig) RunDuration() time.Duration { return durationOrZero(r.Duration) }
+
+func speedOrZero(s string) uint64 {
+	v, err := ParseSpeed(s)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func durationOrZero(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d
+}
