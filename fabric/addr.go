@@ -57,6 +57,9 @@ func USID(plane, typ, index int) uint16 {
 	return uint16(plane&0xf)<<12 | uint16(typ&3)<<10 | uint16(index&0x3ff)
 }
 
+// HostPortUSID is the uSID of downlink port (0-based) of a T0/edge switch.
+func HostPortUSID(plane, port int) uint16 { return USID(plane, USIDHostPort, port+1) }
+
 // SplitUSID returns the parts of a uSID.
 func SplitUSID(s uint16) (plane, typ, index int) {
 	return int(s >> 12), int(s >> 10 & 3), int(s & 0x3ff)

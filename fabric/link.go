@@ -58,8 +58,7 @@ type Link struct {
 	dst      *Port
 	up       bool
 	inflight packetFIFO
-	due      []sim.Time // delivery time of each packet in flight, FIFO ring
-	dueHead  int
+	lastDue  sim.Time
 }
 
 // NewLink returns an up link delivering to dst.
@@ -97,11 +96,11 @@ func (l *Link) transmit(p *Packet) {
 	}
 	at := l.loop.Now() + sim.Time(l.Delay)
 	// A delay that shrank (a latency fault ending) must not reorder frames.
-	if n := len(l.due); n > l.dueHead && l.due[n-1] > at {
-		at = l.due[n-1]
+	if at < l.lastDue {
+		at = l.lastDue
 	}
+	l.lastDue = at
 	l.inflight.push(p)
-	l.due = append(l.due, at)
 	if uint64(l.inflight.n) > l.Counters.InFlightHW {
 		l.Counters.InFlightHW = uint64(l.inflight.n)
 	}
@@ -111,10 +110,6 @@ func (l *Link) transmit(p *Packet) {
 // OnEvent delivers the oldest frame in flight.
 func (l *Link) OnEvent(uint64) {
 	p := l.inflight.pop()
-	l.dueHead++
-	if l.dueHead == len(l.due) {
-		l.due, l.dueHead = l.due[:0], 0
-	}
 	if !l.up {
 		l.Counters.DroppedDown++
 		p.Release()

@@ -159,6 +159,16 @@ func table(n int) []int32 {
 	return t
 }
 
+// hostPortTable maps host-port uSID indexes (port+1) to ports.
+func hostPortTable(n int) []int32 {
+	t := make([]int32, n+1)
+	t[0] = -1
+	for i := 0; i < n; i++ {
+		t[i+1] = int32(i)
+	}
+	return t
+}
+
 func portRange(lo, n int) []int32 {
 	g := make([]int32, n)
 	for i := range g {
@@ -177,7 +187,7 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 	case c.HostRate == 0 || c.FabricRate == 0:
 		return nil, fmt.Errorf("link rates must be > 0")
 	}
-	for _, e := range []error{checkUSIDIndex("hostsPerT0", c.HostsPerT0), checkUSIDIndex("t0", c.T0), checkUSIDIndex("t1", c.T1)} {
+	for _, e := range []error{checkUSIDIndex("hostsPerT0+1", c.HostsPerT0+1), checkUSIDIndex("t0", c.T0), checkUSIDIndex("t1", c.T1)} {
 		if e != nil {
 			return nil, e
 		}
@@ -194,7 +204,7 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 			up := portRange(c.HostsPerT0, c.T1)
 			s.groups = [][]int32{up}
 			s.subnetGroup = make([]int32, c.T0) // every other subnet: all uplinks
-			s.usidPorts[USIDHostPort] = portRange(0, c.HostsPerT0)
+			s.usidPorts[USIDHostPort] = hostPortTable(c.HostsPerT0)
 			s.usidPorts[USIDT1] = up
 			for h := 0; h < c.HostsPerT0; h++ {
 				s.Ports[h].SetConfig(o.HostFacingPort)
@@ -245,7 +255,7 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 			s.hostPorts = portRange(0, h)
 			s.groups = [][]int32{portRange(h, h)}
 			s.subnetGroup = make([]int32, k*h)
-			s.usidPorts[USIDHostPort] = portRange(0, h)
+			s.usidPorts[USIDHostPort] = hostPortTable(h)
 			s.usidPorts[USIDT1] = table(k * h)
 			for a := 0; a < h; a++ {
 				s.usidPorts[USIDT1][pod*h+a] = int32(h + a)
@@ -318,7 +328,7 @@ func (t *Topology) NumPaths(src, dst int) int {
 func (t *Topology) PathUSID(src, dst, plane, choice int) [16]byte {
 	ss, _ := t.HostSubnet(src)
 	ds, di := t.HostSubnet(dst)
-	down := USID(plane, USIDHostPort, di)
+	down := HostPortUSID(plane, di)
 	if ss == ds {
 		return USIDAddr(USID(plane, USIDT0, ss), down)
 	}
