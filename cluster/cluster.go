@@ -1,0 +1,81 @@
+// Package cluster assembles a simulated cluster from a validated
+// config.Config: the event loop, the fabric (topology, port settings,
+// forwarding mode) and the virtual hosts. It is the one place that
+// translates the user's YAML vocabulary into the fabric's and endpoint's
+// types; it knows nothing of transports or experiments.
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/sim"
+)
+
+// FabricOptions derives the fabric's options from a validated config: one
+// PortConfig per port role (fabric-facing, host-facing, NIC), ECN off at the
+// last hop unless ecn.lastHop, PFC on the configured priorities.
+func FabricOptions(c config.Config) (fabric.Options, error) {
+	f := c.Fabric
+	mode, ok := fabric.ParseForwardingMode(f.Forwarding)
+	if !ok {
+		return fabric.Options{}, fmt.Errorf("fabric.forwarding: unknown mode %q", f.Forwarding)
+	}
+	maxFrame := fabric.EthHeaderLen + fabric.IPv6HeaderLen + f.MTU // outer uSID header + the IPv6 packet
+	q := f.Queue
+	base := fabric.PortConfig{
+		BufferBytes: q.BufferBytes,
+		IFGBytes:    f.IFGBytes,
+		ECN:         fabric.ECNConfig{Enabled: q.ECN.Enabled, Kmin: q.ECN.KminBytes, Kmax: q.ECN.KmaxBytes, Pmax: q.ECN.Pmax},
+		Trim:        fabric.TrimConfig{Enabled: q.Trim.Enabled, Size: q.Trim.SizeBytes, QueueBytes: max(64<<10, 16*q.Trim.SizeBytes)},
+		Classes:     fabric.DefaultClassMap(),
+	}
+	fab, host, nic := base, base, base
+	host.ECN.Enabled = q.ECN.Enabled && q.ECN.LastHop
+	nic.ECN.Enabled, nic.Trim.Enabled = false, false
+	o := fabric.Options{Mode: mode, ECMPSeed: f.ECMPSeed, FabricPort: &fab, HostFacingPort: &host, NICPort: &nic, MaxFrame: maxFrame}
+	if q.PFC.Enabled {
+		p := &fabric.PFCConfig{Enabled: true, Xoff: q.PFC.XoffBytes, Xon: q.PFC.XonBytes,
+			WatchdogOn: q.PFC.Watchdog.Enabled, Detection: q.PFC.Watchdog.DetectionTime(), Restoration: q.PFC.Watchdog.RestorationTime()}
+		for _, pr := range q.PFC.Priorities {
+			p.Lossless |= 1 << pr
+		}
+		rate := max(f.HostLinkBps(), f.FabricLinkBps())
+		delay := max(f.HostLinkPropDelay(), f.FabricLinkPropDelay())
+		// Headroom: what arrives after XOFF leaves — 3 × rate × delay (or
+		// the configured bytes) plus a maximum frame at each end.
+		p.Headroom = q.PFC.Headroom(rate, delay) + 2*maxFrame
+		switch q.PFC.Watchdog.Action {
+		case config.WatchdogForward:
+			p.WatchdogAct = fabric.WatchdogForward
+		case config.WatchdogAlert:
+			p.WatchdogAct = fabric.WatchdogAlert
+		default:
+			p.WatchdogAct = fabric.WatchdogDrop
+		}
+		o = o.WithPFC(p)
+	}
+	return o, nil
+}
+
+// BuildTopology builds the fabric the config describes on loop.
+func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
+	o, err := FabricOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	f := c.Fabric
+	switch f.Topology {
+	case config.TopologyFatTree:
+		if f.HostLinkBps() != f.FabricLinkBps() || f.HostLinkPropDelay() != f.FabricLinkPropDelay() {
+			// A fat-tree here has one link speed and delay; say so rather
+			// than silently using one of them.
+			return nil, fmt.Errorf("fabric: a fat-tree uses one link speed and delay: hostLinkSpeed/fabricLinkSpeed and hostLinkDelay/fabricLinkDelay must match")
+		}
+		return fabric.BuildFatTree(loop, fabric.FatTreeSpec{K: f.K, Rate: f.HostLinkBps(), Delay: f.HostLinkPropDelay()}, o)
+	default:
+		return fabric.BuildClos(loop, fabric.ClosSpec{Planes: f.Planes, HostsPerT0: f.HostsPerT0, T0: f.T0PerPlane, T1: f.T1PerPlane,
+			HostRate: f.HostLinkBps(), FabricRate: f.FabricLinkBps(), HostDelay: f.HostLinkPropDelay(), FabricDelay: f.FabricLinkPropDelay()}, o)
+	}
+}

@@ -1,0 +1,74 @@
+// Package layers holds the test that keeps vcluster's import rule true:
+// each package imports only packages below it (docs/architecture.md).
+package layers
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/vcluster/vcluster"
+
+// rank orders vcluster's packages bottom-up; a package may import only
+// packages of strictly lower rank. Packages not listed fail the test, so a
+// new package must be placed here (and in docs/architecture.md).
+var rank = map[string]int{
+	"sim":             10,
+	"fabric/pcap":     10,
+	"fabric":          20,
+	"verbs":           30,
+	"mrc":             40,
+	"roce":            40,
+	"endpoint":        50,
+	"config":          55,
+	"cluster":         60,
+	"collectives":     70,
+	"faults":          80,
+	"compose":         90,
+	"experiments":     100,
+	"wallclock":       105, // the only wall-clock reader: never below experiments
+	"cmd/vcluster":    110,
+	"internal/tshark": 200, // test helper
+	"internal/layers": 200,
+}
+
+// wallOK lists who may import wallclock (it sits high so that nothing
+// simulated can reach the wall clock).
+var wallOK = map[string]bool{"experiments": true, "compose": true, "cmd/vcluster": true}
+
+func TestImportsPointDown(t *testing.T) {
+	out, err := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		r, ok := rank[pkg]
+		if !ok {
+			t.Errorf("package %q has no layer: add it to rank here and to docs/architecture.md", pkg)
+			continue
+		}
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			checked++
+			if dep == "wallclock" {
+				if !wallOK[pkg] {
+					t.Errorf("%s imports wallclock: simulated layers use the loop's clock", pkg)
+				}
+				continue
+			}
+			if rank[dep] >= r {
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports must point down", pkg, r, dep, rank[dep])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no internal imports found: the check saw nothing")
+	}
+}
