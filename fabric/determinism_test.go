@@ -35,8 +35,8 @@ func randomRun(t *testing.T, seed uint64) (pcapBytes, counters []byte) {
 		flow := rng.Uint32()
 		size := 200 + rng.IntN(3800)
 		loop.At(at, func() {
-			topo.HostPorts[src][plane].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(src, plane), dst: topo.HostAddr(dst, plane),
-				sport: uint16(flow), flow: flow >> 12, dscp: DSCPTrimmable, ecn: ECNECT0, payload: size, stored: 16, seq: uint32(i)}))
+			topo.HostPorts[src][plane].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(src, plane), Dst: topo.HostAddr(dst, plane),
+				Sport: uint16(flow), Flow: flow >> 12, DSCP: DSCPTrimmable, ECN: ECNECT0, Payload: size, Stored: 16, Seq: uint32(i)}))
 		})
 	}
 	loop.Run()

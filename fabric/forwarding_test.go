@@ -29,7 +29,7 @@ func TestUSIDPathFollowsEV(t *testing.T) {
 		for u := 0; u < 4; u++ {
 			*hops = (*hops)[:0]
 			path := topo.PathUSID(0, 5, plane, u)
-			f := makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(0, plane), dst: topo.HostAddr(5, plane), outer: &path, payload: 100, stored: -1})
+			f := BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, plane), Dst: topo.HostAddr(5, plane), Outer: &path, Payload: 100, Stored: -1})
 			topo.HostPorts[0][plane].Enqueue(f)
 			loop.Run()
 			want := []string{
@@ -49,7 +49,7 @@ func TestUSIDPathFollowsEV(t *testing.T) {
 	// Same T0: host 0 → host 1 through T0 0 only.
 	*hops = (*hops)[:0]
 	path := topo.PathUSID(0, 1, 2, 0)
-	topo.HostPorts[0][2].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(0, 2), dst: topo.HostAddr(1, 2), outer: &path, payload: 100, stored: -1}))
+	topo.HostPorts[0][2].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 2), Dst: topo.HostAddr(1, 2), Outer: &path, Payload: 100, Stored: -1}))
 	loop.Run()
 	if strings.Join(*hops, " ") != "p2.t0.0/1" || len(hs[1].got) != 1 {
 		t.Fatalf("same-T0 path %v, host1 got %d", *hops, len(hs[1].got))
@@ -67,7 +67,7 @@ func TestUSIDPathFollowsEV(t *testing.T) {
 	before := topo.Switch("p0.t0.0").Counters.NoRoute
 	for _, b := range bad {
 		b := b
-		topo.HostPorts[0][0].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(0, 0), dst: topo.HostAddr(5, 0), outer: &b, payload: 64, stored: -1}))
+		topo.HostPorts[0][0].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 0), Dst: topo.HostAddr(5, 0), Outer: &b, Payload: 64, Stored: -1}))
 	}
 	loop.Run()
 	sw := topo.Switch("p0.t0.0")
@@ -105,7 +105,7 @@ func TestUSIDFatTreePaths(t *testing.T) {
 	for _, c := range cases {
 		*hops = (*hops)[:0]
 		path := topo.PathUSID(c.src, c.dst, 0, c.choice)
-		topo.HostPorts[c.src][0].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(c.src, 0), dst: topo.HostAddr(c.dst, 0), outer: &path, payload: 64, stored: -1}))
+		topo.HostPorts[c.src][0].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(c.src, 0), Dst: topo.HostAddr(c.dst, 0), Outer: &path, Payload: 64, Stored: -1}))
 		loop.Run()
 		if got := strings.Join(*hops, " "); got != c.want {
 			t.Errorf("%d→%d choice %d: %s, want %s", c.src, c.dst, c.choice, got, c.want)
@@ -133,8 +133,8 @@ func TestECMPSpreadsFlowsAndPinsEach(t *testing.T) {
 			for j := range before {
 				before[j] = up.Ports[2+j].QCounters[0].EnqPackets
 			}
-			topo.HostPorts[0][0].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(0, 0), dst: topo.HostAddr(2, 0),
-				sport: 49152, flow: uint32(f), payload: 64, stored: -1}))
+			topo.HostPorts[0][0].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 0), Dst: topo.HostAddr(2, 0),
+				Sport: 49152, Flow: uint32(f), Payload: 64, Stored: -1}))
 			loop.Run()
 			took := -1
 			for j := range before {
@@ -179,7 +179,7 @@ func TestStaticFIBOnePathPerDestination(t *testing.T) {
 	for f := 0; f < 50; f++ {
 		for dst := 4; dst < 8; dst++ {
 			*hops = (*hops)[:0]
-			topo.HostPorts[f%4][0].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(f%4, 0), dst: topo.HostAddr(dst, 0), sport: uint16(f), flow: uint32(f * 7), payload: 64, stored: -1}))
+			topo.HostPorts[f%4][0].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(f%4, 0), Dst: topo.HostAddr(dst, 0), Sport: uint16(f), Flow: uint32(f * 7), Payload: 64, Stored: -1}))
 			loop.Run()
 			got := strings.Join((*hops)[1:], " ") // from the T1 on
 			if p, ok := paths[dst]; ok && p != got {
@@ -204,7 +204,7 @@ func TestHopLimitAndMalformed(t *testing.T) {
 	loop := sim.NewLoop(sim.Options{Seed: 1})
 	topo := smallClos(t, loop, 1, 2, 2, 1, DefaultOptions(ForwardECMP))
 	hs := attach(topo)
-	p := makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(0, 0), dst: topo.HostAddr(3, 0), payload: 64, stored: -1})
+	p := BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 0), Dst: topo.HostAddr(3, 0), Payload: 64, Stored: -1})
 	p.Data[offIPv6+7] = 2 // expires at the T1
 	topo.HostPorts[0][0].Enqueue(p)
 	q := topo.Pool.Get(40) // not IPv6

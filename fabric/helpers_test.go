@@ -45,58 +45,6 @@ func innerL4(p *Packet) int {
 	return off + IPv6HeaderLen
 }
 
-type frameSpec struct {
-	src, dst  [16]byte
-	outer     *[16]byte // uSID path: encapsulate
-	sport     uint16
-	flow      uint32
-	dscp, ecn uint8
-	payload   int // bytes of UDP payload on the wire
-	stored    int // payload bytes actually stored (rest elided); -1: all
-	seq       uint32
-}
-
-func putIPv6(b []byte, tc uint8, flow uint32, plen int, nh uint8, src, dst [16]byte) {
-	binary.BigEndian.PutUint32(b[0:], 6<<28|uint32(tc)<<20|flow&0xfffff)
-	binary.BigEndian.PutUint16(b[4:], uint16(plen))
-	b[6], b[7] = nh, 64
-	copy(b[8:24], src[:])
-	copy(b[24:40], dst[:])
-}
-
-// makeFrame builds Ethernet/[IPv6 outer]/IPv6/UDP(4791)/seq/payload.
-func makeFrame(pool *Pool, f frameSpec) *Packet {
-	stored := f.payload
-	if f.stored >= 0 && f.stored < stored {
-		stored = f.stored
-	}
-	if stored < 4 {
-		stored = 4
-	}
-	hdr := EthHeaderLen + IPv6HeaderLen + UDPHeaderLen
-	if f.outer != nil {
-		hdr += IPv6HeaderLen
-	}
-	p := pool.Get(hdr + stored)
-	clear(p.Data)
-	binary.BigEndian.PutUint16(p.Data[12:], EtherTypeIPv6)
-	off := EthHeaderLen
-	tc := f.dscp<<2 | f.ecn
-	udpLen := UDPHeaderLen + f.payload
-	if f.outer != nil {
-		putIPv6(p.Data[off:], tc, f.flow, IPv6HeaderLen+udpLen, ProtoIPv6, f.src, *f.outer)
-		off += IPv6HeaderLen
-	}
-	putIPv6(p.Data[off:], tc, f.flow, udpLen, ProtoUDP, f.src, f.dst)
-	off += IPv6HeaderLen
-	binary.BigEndian.PutUint16(p.Data[off:], f.sport)
-	binary.BigEndian.PutUint16(p.Data[off+2:], RoCEv2Port)
-	binary.BigEndian.PutUint16(p.Data[off+4:], uint16(udpLen))
-	binary.BigEndian.PutUint32(p.Data[off+8:], f.seq)
-	p.SetWireLen(hdr + f.payload)
-	return p
-}
-
 // attach makes every host port of t deliver to one recvHost per host.
 func attach(t *Topology) []*recvHost {
 	hs := make([]*recvHost, t.Hosts)

@@ -33,7 +33,7 @@ func TestRedMarkingMatchesProfile(t *testing.T) {
 	for r := 0; r < rounds; r++ {
 		a.pause(ClassData, MaxQuanta) // hold the queue while it fills
 		for i := 0; i < levels; i++ {
-			p := makeFrame(pool, frameSpec{dscp: DSCPTrimmable, ecn: ECNECT0, payload: pkt - 66, stored: 0})
+			p := BuildFrame(pool, FrameSpec{DSCP: DSCPTrimmable, ECN: ECNECT0, Payload: pkt - 66, Stored: 0})
 			if p.WireLen != pkt {
 				t.Fatalf("wire len %d", p.WireLen)
 			}
@@ -87,7 +87,7 @@ func TestRedMarkingMatchesProfile(t *testing.T) {
 	before := a.Counters.ECNMarks
 	a.pause(ClassData, MaxQuanta)
 	for i := 0; i < levels; i++ {
-		a.Enqueue(makeFrame(pool, frameSpec{dscp: DSCPTrimmable, ecn: ECNECT0, payload: pkt - 66, stored: 0}))
+		a.Enqueue(BuildFrame(pool, FrameSpec{DSCP: DSCPTrimmable, ECN: ECNECT0, Payload: pkt - 66, Stored: 0}))
 	}
 	a.pause(ClassData, 0)
 	loop.Run()
@@ -98,7 +98,7 @@ func TestRedMarkingMatchesProfile(t *testing.T) {
 	cfg.ECN.Enabled = true
 	a.pause(ClassData, MaxQuanta)
 	for i := 0; i < levels; i++ {
-		a.Enqueue(makeFrame(pool, frameSpec{dscp: DSCPTrimmable, ecn: ECNNotECT, payload: pkt - 66, stored: 0}))
+		a.Enqueue(BuildFrame(pool, FrameSpec{DSCP: DSCPTrimmable, ECN: ECNNotECT, Payload: pkt - 66, Stored: 0}))
 	}
 	a.pause(ClassData, 0)
 	loop.Run()
@@ -111,8 +111,8 @@ func TestRedMarkingMatchesProfile(t *testing.T) {
 func incast(topo *Topology, senders []int, dst, n, payload int, dscp uint8) {
 	for _, s := range senders {
 		for i := 0; i < n; i++ {
-			topo.HostPorts[s][0].Enqueue(makeFrame(topo.Pool, frameSpec{src: topo.HostAddr(s, 0), dst: topo.HostAddr(dst, 0),
-				sport: uint16(1000 + s), dscp: dscp, ecn: ECNECT0, payload: payload, stored: 0, seq: uint32(s*100000 + i)}))
+			topo.HostPorts[s][0].Enqueue(BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(s, 0), Dst: topo.HostAddr(dst, 0),
+				Sport: uint16(1000 + s), DSCP: dscp, ECN: ECNECT0, Payload: payload, Stored: 0, Seq: uint32(s*100000 + i)}))
 		}
 	}
 }

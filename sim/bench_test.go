@@ -3,44 +3,13 @@ package sim
 import (
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
-// holdHandler is the classic "hold" model: every event schedules one new
-// event a random delay later, so the pending count stays constant.
-type holdHandler struct {
-	l   *Loop
-	rng *rand.Rand
-	// delays are drawn from a table so the benchmark measures the queue,
-	// not the random generator.
-	delays []Time
-	i      int
-}
-
-func (h *holdHandler) OnEvent(arg uint64) {
-	h.i++
-	h.l.Schedule(h.l.now+h.delays[h.i&(len(h.delays)-1)], h, arg)
-}
-
 func benchHold(b *testing.B, pending int) {
-	l := NewLoop(Options{})
-	h := &holdHandler{l: l, rng: rand.New(rand.NewPCG(1, 1))}
-	// Delays spread over ~1..100 µs like packet serialisation, propagation
-	// and transport timers.
-	for range 1 << 16 {
-		h.delays = append(h.delays, Time(1+h.rng.ExpFloat64()*20000))
-	}
-	for i := range pending {
-		l.Schedule(Time(h.rng.IntN(100000)), h, uint64(i))
-	}
-	for range 4 * pending { // warm up: reach the steady-state distribution
-		l.Step()
-	}
+	h := NewHoldModel(1, pending)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
-		l.Step()
-	}
+	h.Steps(b.N)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
 }
@@ -50,21 +19,10 @@ func BenchmarkLoopHold100k(b *testing.B) { benchHold(b, 100000) }
 
 // TestLoopZeroAllocsSteadyState pins the benchmark's allocation claim.
 func TestLoopZeroAllocsSteadyState(t *testing.T) {
-	l := NewLoop(Options{})
-	h := &holdHandler{l: l, rng: rand.New(rand.NewPCG(1, 1))}
-	for range 1024 {
-		h.delays = append(h.delays, Time(1+h.rng.IntN(50000)))
-	}
-	for i := range 1000 {
-		l.Schedule(Time(i), h, 0)
-	}
-	for range 100000 {
-		l.Step()
-	}
-	if a := testing.AllocsPerRun(10000, func() { l.Step() }); a != 0 {
+	h := NewHoldModel(1, 1000)
+	if a := testing.AllocsPerRun(10000, func() { h.L.Step() }); a != 0 {
 		t.Fatalf("%v allocations per event", a)
 	}
-	_ = time.Now
 }
 
 // --- reference: a plain 4-ary heap, to show the radix queue beats it ---
