@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
 )
@@ -77,5 +78,42 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 	default:
 		return fabric.BuildClos(loop, fabric.ClosSpec{Planes: f.Planes, HostsPerT0: f.HostsPerT0, T0: f.T0PerPlane, T1: f.T1PerPlane,
 			HostRate: f.HostLinkBps(), FabricRate: f.FabricLinkBps(), HostDelay: f.HostLinkPropDelay(), FabricDelay: f.FabricLinkPropDelay()}, o)
+	}
+}
+
+// Cluster is a built simulation: loop, fabric and hosts.
+type Cluster struct {
+	Config config.Config
+	Loop   *sim.Loop
+	Topo   *fabric.Topology
+	Hosts  []*endpoint.Host
+}
+
+// New builds the cluster a validated config describes. wall may be nil for
+// simulated pacing; real-time pacing (run.pacing=realtime) needs it.
+func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
+	opts := sim.Options{Seed: c.Seed, Wall: wall}
+	if c.Run.Pacing == config.PacingRealtime {
+		if wall == nil {
+			return nil, fmt.Errorf("run.pacing: realtime needs a wall clock")
+		}
+		opts.RealTime, opts.Slowdown = true, c.Run.RealtimeSlowdown
+	}
+	loop := sim.NewLoop(opts)
+	topo, err := BuildTopology(loop, c)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP})
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}, nil
+}
+
+// Close releases the hosts' netstacks.
+func (c *Cluster) Close() {
+	for _, h := range c.Hosts {
+		h.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcluster/vcluster/sim"
 )
@@ -219,5 +220,31 @@ func TestHopLimitAndMalformed(t *testing.T) {
 	}
 	if topo.Pool.Live != 0 {
 		t.Fatalf("%d leaked", topo.Pool.Live)
+	}
+}
+
+func TestZeroLoadLatencyMatchesFabric(t *testing.T) {
+	for _, mode := range []ForwardingMode{ForwardECMP, ForwardUSID} {
+		// One fabric for both: an idle port forgets its serialization
+		// remainder, so the second packet is exact too.
+		loop := sim.NewLoop(sim.Options{Seed: 1})
+		topo := smallClos(t, loop, 2, 2, 2, 2, DefaultOptions(mode))
+		hs := attach(topo)
+		for _, dst := range []int{1, 3, 2, 3} {
+			var path *[16]byte
+			if mode == ForwardUSID {
+				p := topo.PathUSID(0, dst, 1, 1)
+				path = &p
+			}
+			start := loop.Now()
+			f := BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 1), Dst: topo.HostAddr(dst, 1), Outer: path, Payload: 1000, Stored: -1})
+			frame := len(f.Data)
+			topo.HostPorts[0][1].Enqueue(f)
+			loop.Run()
+			got := hs[dst].got[len(hs[dst].got)-1].at - start
+			if want := topo.ZeroLoadLatency(0, dst, frame, 20); time.Duration(got) != want {
+				t.Fatalf("%v h0→h%d: measured %v, zero-load %v", mode, dst, time.Duration(got), want)
+			}
+		}
 	}
 }

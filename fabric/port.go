@@ -365,6 +365,11 @@ func (pt *Port) OnEvent(arg uint64) {
 		pt.Counters.TxBytes += uint64(p.WireLen)
 		pt.Tx.transmit(p)
 		pt.startNext()
+		if !pt.busy {
+			// The sub-nanosecond remainder only keeps back-to-back frames at
+			// exact line rate; a frame after an idle gap starts afresh.
+			pt.rem = 0
+		}
 		if pt.Notify != nil {
 			pt.Notify.TxReady(pt)
 		}

@@ -346,3 +346,40 @@ func (t *Topology) PathUSID(src, dst, plane, choice int) [16]byte {
 	return USIDAddr(USID(0, USIDT0, ss), USID(0, USIDT1, sp*h+a), USID(0, USIDCore, choice),
 		USID(0, USIDT1, dp*h+a), USID(0, USIDT0, ds), down)
 }
+
+// Hops returns the number of links a packet crosses from host src to host
+// dst in one plane, split into host links and fabric links.
+func (t *Topology) Hops(src, dst int) (hostLinks, fabricLinks int) {
+	ss, _ := t.HostSubnet(src)
+	ds, _ := t.HostSubnet(dst)
+	switch {
+	case ss == ds:
+		return 2, 0
+	case t.Kind == "clos":
+		return 2, 2
+	case ss/(t.FatTree.K/2) == ds/(t.FatTree.K/2):
+		return 2, 2
+	default:
+		return 2, 4
+	}
+}
+
+// ZeroLoadLatency is the one-way latency of a frame of frameBytes (without
+// FCS) from host src to host dst on an idle fabric: per hop, serialization
+// of the wire bytes (frame padded to 60 B, + FCS, + ifg bytes of preamble
+// and gap) plus propagation. A port keeps a sub-nanosecond remainder only
+// between back-to-back frames, so an idle fabric matches this exactly.
+func (t *Topology) ZeroLoadLatency(src, dst, frameBytes, ifg int) time.Duration {
+	hl, fl := t.Hops(src, dst)
+	hr, fr, hd, fd := t.Clos.HostRate, t.Clos.FabricRate, t.Clos.HostDelay, t.Clos.FabricDelay
+	if t.Kind != "clos" {
+		hr, fr, hd, fd = t.FatTree.Rate, t.FatTree.Rate, t.FatTree.Delay, t.FatTree.Delay
+	}
+	w := wireLenOf(frameBytes) + ifg
+	var r uint64
+	hop := func(rate uint64, d time.Duration) time.Duration {
+		r = 0
+		return time.Duration(serializationTime(w, rate, &r)) + d
+	}
+	return time.Duration(hl)*hop(hr, hd) + time.Duration(fl)*hop(fr, fd)
+}

@@ -89,7 +89,7 @@ func TestRunWritesManifest(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run exited %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "run: the default experiment arrives with the experiments issue") {
+	if !strings.Contains(out, "vcluster run: clos fabric, 1 plane(s), 16 hosts") || !strings.Contains(out, "zero-load") {
 		t.Errorf("stdout = %q", out)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
@@ -144,5 +144,36 @@ func TestExtraCommands(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "probe", "--set", "fabric.planes=0"); code != 2 || !strings.Contains(errOut, "fabric.planes") {
 		t.Errorf("probe with a bad config exited %d: %s", code, errOut)
+	}
+}
+
+// Same config and seed → byte-identical outputs (manifest.json carries the
+// output path and is left out); a different seed with loss would differ,
+// which the fabric's own determinism test covers.
+func TestRunDeterministicOutputs(t *testing.T) {
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	for _, dir := range []string{a, b} {
+		if code, _, errOut := runCLI(t, "run", "--out", dir, "--set", "output.pcap=p0.t1.0/0,h0/p1", "--seed", "7"); code != 0 {
+			t.Fatalf("run exited %d: %s", code, errOut)
+		}
+	}
+	for _, f := range []string{"config.yaml", "topology.dot", "pings.csv", "counters.csv", "report.md", "p0.t1.0_0.pcap", "h0_p1.pcap"} {
+		x, err := os.ReadFile(filepath.Join(a, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(filepath.Join(b, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.yaml" {
+			x, y = bytes.ReplaceAll(x, []byte(a), nil), bytes.ReplaceAll(y, []byte(b), nil)
+		}
+		if !bytes.Equal(x, y) || len(x) == 0 {
+			t.Errorf("%s differs between two runs with the same seed (or is empty)", f)
+		}
+	}
+	if code, _, errOut := runCLI(t, "run", "--out", filepath.Join(t.TempDir(), "c"), "--set", "output.pcap=nope/1"); code != 2 || !strings.Contains(errOut, `output.pcap: no port named "nope/1"`) {
+		t.Errorf("unknown pcap port: exit %d, %s", code, errOut)
 	}
 }

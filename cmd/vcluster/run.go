@@ -27,23 +27,31 @@ type manifest struct {
 const (
 	manifestFile       = "manifest.json"
 	resolvedConfigFile = "config.yaml"
-	// statusNoExperiment is the honest status of this skeleton: nothing is
-	// simulated yet.
-	statusNoExperiment = "no experiment run: vcluster run does not simulate anything yet"
+	// statusSmoke is the honest status of this skeleton: it builds the
+	// cluster and pings through it; the default experiment (MRC vs RoCE)
+	// arrives with the experiments issue.
+	statusSmoke = "fabric smoke run: cluster built and pinged; the MRC vs RoCE default experiment is not implemented yet"
 )
 
 func newRunCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run an experiment (for now: validate the config and write the run manifest)",
-		Long: `run resolves and validates the configuration, creates the output directory and
-writes manifest.json (versions, seed and the resolved configuration) and
-config.yaml (the resolved configuration, loadable with --config).
+		Short: "Run the default job (for now: build the cluster and ping through every plane)",
+		Long: `run resolves and validates the configuration, builds the cluster it describes
+(fabric and virtual hosts), pings across it in every plane (same T0 and across
+the fabric), prints the round-trip times next to the zero-load latency the
+topology predicts, and writes a report directory:
 
-No experiment is simulated yet: the default experiment arrives with the
-experiments issue. An invalid configuration exits with status 2 before
-anything is created.`,
+  manifest.json   versions, seed and the resolved configuration
+  config.yaml     the resolved configuration (loadable with --config)
+  topology.dot    the fabric as Graphviz
+  pings.csv       the measurements
+  counters.csv    every port's counters
+  report.md       what ran and the table
+
+The MRC vs RoCE default experiment arrives with the experiments issue. An
+invalid configuration exits with status 2 before anything is created.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
@@ -56,11 +64,7 @@ anything is created.`,
 			if err := writeManifest(cmd, cfg); err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "run: wrote %s and %s\n",
-				filepath.Join(cfg.Output.Dir, manifestFile), filepath.Join(cfg.Output.Dir, resolvedConfigFile))
-			fmt.Fprintln(w, "run: the default experiment arrives with the experiments issue")
-			return nil
+			return smokeRun(cmd.OutOrStdout(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir from the config, \"out\")")
@@ -79,7 +83,7 @@ func writeManifest(cmd *cobra.Command, cfg config.Config) error {
 		GoVersion:     g,
 		GvisorVersion: gv,
 		Seed:          cfg.Seed,
-		Status:        statusNoExperiment,
+		Status:        statusSmoke,
 		Config:        cfg,
 	}
 	if f := cmd.Flags().Lookup("config"); f != nil {
