@@ -69,11 +69,7 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 	f := c.Fabric
 	switch f.Topology {
 	case config.TopologyFatTree:
-		if f.HostLinkBps() != f.FabricLinkBps() || f.HostLinkPropDelay() != f.FabricLinkPropDelay() {
-			// A fat-tree here has one link speed and delay; say so rather
-			// than silently using one of them.
-			return nil, fmt.Errorf("fabric: a fat-tree uses one link speed and delay: hostLinkSpeed/fabricLinkSpeed and hostLinkDelay/fabricLinkDelay must match")
-		}
+		// Validation guarantees one link speed and delay throughout.
 		return fabric.BuildFatTree(loop, fabric.FatTreeSpec{K: f.K, Rate: f.HostLinkBps(), Delay: f.HostLinkPropDelay()}, o)
 	default:
 		return fabric.BuildClos(loop, fabric.ClosSpec{Planes: f.Planes, HostsPerT0: f.HostsPerT0, T0: f.T0PerPlane, T1: f.T1PerPlane,

@@ -147,6 +147,10 @@ func (f *FabricConfig) validate(v *validator) {
 func (f *FabricConfig) validateClos(v *validator) {
 	v.intRange("fabric.planes", f.Planes, 1, MaxPlanes)
 	hptOK := v.intRange("fabric.hostsPerT0", f.HostsPerT0, 1, MaxSwitchDim)
+	if hptOK && f.Forwarding == ForwardingUSID && f.HostsPerT0 >= MaxSwitchDim {
+		// Host-port uSIDs are port+1 in 10 bits (docs/addressing.md).
+		v.add("fabric.hostsPerT0", fmt.Sprintf("must be ≤ %d with forwarding usid", MaxSwitchDim-1), f.HostsPerT0)
+	}
 	v.intRange("fabric.t1PerPlane", f.T1PerPlane, 1, MaxSwitchDim)
 	if f.Hosts < 0 {
 		v.add("fabric.hosts", "must be ≥ 0 (0 = hostsPerT0 × t0PerPlane)", f.Hosts)
@@ -187,6 +191,17 @@ func (f *FabricConfig) validateFatTree(v *validator) {
 	}
 	if want := f.K * f.K * f.K / 4; f.Hosts != 0 && f.Hosts != want {
 		v.add("fabric.hosts", fmt.Sprintf("must be k³/4 = %d for a k=%d fat-tree (or 0 to derive)", want, f.K), f.Hosts)
+	}
+	// The fat-tree has one link speed and delay throughout.
+	if a, b := speedOrZero(f.HostLinkSpeed), speedOrZero(f.FabricLinkSpeed); a != 0 && b != 0 && a != b {
+		v.add("fabric.fabricLinkSpeed", "must equal fabric.hostLinkSpeed for topology fattree (one link speed)", f.FabricLinkSpeed)
+	}
+	if a, b := f.HostLinkDelay, f.FabricLinkDelay; durationOrZero(a) != durationOrZero(b) {
+		v.add("fabric.fabricLinkDelay", "must equal fabric.hostLinkDelay for topology fattree (one link delay)", b)
+	}
+	// The uSID plan has 10 bits of switch index per tier (docs/addressing.md).
+	if f.Forwarding == ForwardingUSID && f.K*f.K/2 > 1024 {
+		v.add("fabric.k", "must be ≤ 44 with forwarding usid (k²/2 edge switches must fit the uSID plan's 1024)", f.K)
 	}
 }
 

@@ -27,7 +27,7 @@ func newPingCmd() *cobra.Command {
   vcluster ping --set fabric.forwarding=ecmp --preset B --hosts 64`,
 		Args: noArgs,
 	}
-	apply := presetFlags(cmd)
+	load := presetFlags(cmd)
 	f := cmd.Flags()
 	f.IntVar(&from, "from", 0, "source host")
 	f.IntVar(&to, "to", -1, "destination host (default: the last host)")
@@ -37,10 +37,7 @@ func newPingCmd() *cobra.Command {
 	f.DurationVar(&interval, "interval", time.Millisecond, "virtual time between requests")
 	f.StringVar(&pcapFile, "pcap", "", "capture the source NIC's port in that plane to `file`")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := apply(); err != nil {
-			return usageError(err)
-		}
-		cfg, err := loadConfig(cmd)
+		cfg, err := load()
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
 )
@@ -15,22 +16,25 @@ import (
 func init() { extraCommands = append(extraCommands, newTopoCmd) }
 
 // presetFlags adds --preset and --hosts, shorthands for --set
-// fabric.preset=… and --set fabric.hosts=…, applied before loadConfig.
-func presetFlags(cmd *cobra.Command) func() error {
+// fabric.preset=… and --set fabric.hosts=…, and returns the loader that
+// applies them and resolves the config (loadConfig).
+func presetFlags(cmd *cobra.Command) func() (config.Config, error) {
 	var preset string
 	var hosts int
 	cmd.Flags().StringVar(&preset, "preset", "", "cluster preset A|B|C|D (same as --set fabric.preset=…)")
 	cmd.Flags().IntVar(&hosts, "hosts", 0, "number of hosts (same as --set fabric.hosts=…)")
-	return func() error {
+	return func() (config.Config, error) {
 		if preset != "" {
 			if err := cmd.Flags().Set("set", "fabric.preset="+preset); err != nil {
-				return err
+				return config.Config{}, usageError(err)
 			}
 		}
 		if hosts != 0 {
-			return cmd.Flags().Set("set", "fabric.hosts="+strconv.Itoa(hosts))
+			if err := cmd.Flags().Set("set", "fabric.hosts="+strconv.Itoa(hosts)); err != nil {
+				return config.Config{}, usageError(err)
+			}
 		}
-		return nil
+		return loadConfig(cmd)
 	}
 }
 
@@ -43,13 +47,10 @@ func newTopoCmd() *cobra.Command {
   vcluster topo --set fabric.topology=fattree --set fabric.k=4`,
 		Args: noArgs,
 	}
-	apply := presetFlags(cmd)
+	load := presetFlags(cmd)
 	cmd.Flags().StringVar(&dot, "dot", "", "write the topology as Graphviz DOT to `file`")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := apply(); err != nil {
-			return usageError(err)
-		}
-		cfg, err := loadConfig(cmd)
+		cfg, err := load()
 		if err != nil {
 			return err
 		}
