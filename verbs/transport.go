@@ -1,0 +1,132 @@
+package verbs
+
+// Tx describes one packet a transport produced in Transport.Send.
+type Tx struct {
+	// Len is how many bytes the transport wrote into the buffer: BTH,
+	// extension headers and the stored payload (and ICRC when stored).
+	Len int
+	// WireLen is the UDP payload length on the wire: headers, the full
+	// payload and the 4-byte ICRC, whether or not the payload is stored.
+	WireLen int
+	DstHost int
+	// EV selects the path (see endpoint.EV): bits 0..3 plane, 4..15 path
+	// choice within the plane (the T1 in a Clos under uSID forwarding),
+	// 16..31 flow label. It becomes the UDP source port (low 16 bits) and
+	// the IPv6 flow label (high 16 bits).
+	EV   uint32
+	DSCP uint8 // fabric DSCP: data, retransmission, control, NO_TRIM, RoCE
+	ECT  bool  // mark the packet ECN-capable (ECT(0))
+}
+
+// Rx is one received packet as a transport sees it.
+type Rx struct {
+	// Data is the UDP payload as stored: BTH onwards. It may be shorter
+	// than WireLen when the payload was elided or the packet trimmed.
+	Data    []byte
+	WireLen int // the UDP length field minus 8: the payload on the wire
+	SrcHost int
+	Plane   int
+	EV      uint32 // rebuilt from UDP source port and flow label
+	CE      bool   // Congestion Experienced (outer CE merged per RFC 6040)
+	// Trimmed reports a switch cut the packet to its headers; LastHop that
+	// the trim happened on a host-facing port (DSCP TRIMMED_LASTHOP).
+	Trimmed, LastHop bool
+}
+
+// Transport is one QP's transport as a pure state machine: the NIC's RDMA
+// engine feeds it inputs and collects its outputs; it never reads a clock,
+// starts a goroutine, or touches the fabric. Every method is called on the
+// loop goroutine with the current virtual time in nanoseconds.
+//
+// The engine's contract:
+//   - After Post, Receive and Tick it calls Send repeatedly (while Send
+//     reports a packet and a plane has room), then reads Deadline and
+//     re-arms the QP's single timer, and drains PollCompletions.
+//   - freePlanes has bit p set when plane p's NIC port has room for a data
+//     packet. Control packets (ACK, SACK, NACK, CNP, probes) may be sent on
+//     any plane whose port exists, whatever freePlanes says.
+//   - buf is at least MaxTxBytes long; the transport writes its packet there
+//     (the engine adds Ethernet/IPv6/UDP and copies it into a frame).
+//   - A rate-limited transport that has data but must wait returns false
+//     from Send and reports the time it may send again through Deadline.
+type Transport interface {
+	// QPN returns the local queue pair number.
+	QPN() uint32
+	// State returns RESET before Connect, READY after, ERROR once failed.
+	State() QPState
+	// Connect sets the remote side's attributes and moves the QP to READY.
+	Connect(local, remote QPAttrs) error
+	// Post validates and queues a work request. Errors are the Err*
+	// values of this package; an error means nothing was queued.
+	Post(now int64, wr WorkRequest) error
+	// Send produces the next packet, if any, into buf.
+	Send(now int64, freePlanes uint32, buf []byte) (Tx, bool)
+	// Receive consumes one packet addressed to this QP.
+	Receive(now int64, rx *Rx)
+	// Deadline returns the earliest time the QP needs Tick (timers,
+	// pacing), if any.
+	Deadline() (int64, bool)
+	// Tick runs the QP's timers due at now.
+	Tick(now int64)
+	// PollCompletions appends finished completions to dst and forgets them.
+	PollCompletions(dst []Completion) []Completion
+	// Stats returns the QP's counters.
+	Stats() QPStats
+}
+
+// MaxTxBytes is the size of the buffer Send writes into: room for the
+// largest transport headers and a 4096-byte payload plus ICRC.
+const MaxTxBytes = 4096 + 256
+
+// QPStats are per-QP counters common to the transports; a transport leaves
+// the ones it has no notion of at zero.
+type QPStats struct {
+	DataPacketsSent    uint64 // first transmissions
+	Retransmissions    uint64
+	ControlPacketsSent uint64 // ACK, SACK, NACK, CNP, probes
+	BytesPosted        uint64
+	BytesCompleted     uint64 // requester: acknowledged and completed
+	BytesPlaced        uint64 // responder: placed into memory
+	DuplicatesReceived uint64
+	TrimmedReceived    uint64 // responder: trimmed packets seen
+	NacksReceived      uint64
+	Timeouts           uint64
+	ECNMarksReceived   uint64 // responder: CE-marked data packets
+	CNPsSent           uint64
+	CNPsReceived       uint64
+	RTTSamples         uint64
+	LastRTT            int64 // ns
+	MinRTT             int64 // ns
+	CwndBytes          int64 // congestion window (window-based CC)
+	RateBps            int64 // sending rate (rate-based CC)
+}
+
+// DSCP code points a transport puts in Tx.DSCP. They equal the fabric's
+// (fabric.DSCP*; a test in package endpoint keeps them in step), repeated
+// here because transports must not import the fabric.
+const (
+	DSCPTrimmable      = 10 // MRC data
+	DSCPTrimmableRetx  = 12 // MRC retransmissions
+	DSCPNoTrim         = 14 // MRC data exempt from trimming
+	DSCPRoCE           = 26 // RoCEv2 data (the PFC lossless class)
+	DSCPTrimmed        = 40 // set by a switch that trimmed the packet
+	DSCPTrimmedLastHop = 42 // set by a host-facing switch port that trimmed it
+	DSCPControl        = 48 // ACK, SACK, NACK, CNP, probes
+)
+
+// BTH field offsets shared by RoCEv2 and MRC: the engine reads the
+// destination QP to route a packet to its transport.
+const (
+	BTHLen        = 12
+	BTHDestQPOff  = 5 // 24-bit destination QP at bytes 5..7
+	RoCEv2UDPPort = 4791
+)
+
+// DestQP returns the BTH destination QP of a received UDP payload, or
+// false when it is too short to hold a BTH.
+func DestQP(b []byte) (uint32, bool) {
+	if len(b) < BTHLen {
+		return 0, false
+	}
+	return uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]), true
+}
