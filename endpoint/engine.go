@@ -1,0 +1,341 @@
+package endpoint
+
+import (
+	"encoding/binary"
+
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/verbs"
+)
+
+// Engine is a host's RDMA engine: the registered memory, the queue pairs
+// (each a verbs.Transport state machine: MRC or RoCE) and their completion
+// queues. It moves packets between the transports and the NIC: it asks the
+// transports for packets while a plane's port has room, builds the frames,
+// routes received RoCEv2 frames to their QP by BTH destination QP, keeps one
+// loop timer per QP at the transport's Deadline, and delivers completions.
+// It never interprets transport headers beyond the BTH destination QP.
+type Engine struct {
+	nic  *NIC
+	loop *sim.Loop
+	mem  verbs.Memory
+
+	qps      []*qpSlot // by qpn - FirstQPN
+	active   []*qpSlot // may have something to send
+	blocked  []*qpSlot // said no while some plane was full: retried on TxReady
+	touched  []*qpSlot // need their timer re-armed after this pump
+	pumping  bool
+	scratch  []byte
+	comps    []verbs.Completion
+	fullMask uint32
+
+	// FreeBytes is how many bytes may wait in a plane's NIC egress queue
+	// before the plane stops counting as free for data (default: one
+	// maximum frame, so one frame waits behind the one on the wire).
+	FreeBytes int
+	Counters  EngineCounters
+}
+
+// EngineCounters count the engine's traffic.
+type EngineCounters struct {
+	TxPackets, TxBytes     uint64 // frames built from transport packets
+	RxPackets              uint64 // frames handed to a transport
+	RxNoQP, RxMalformed    uint64 // dropped: unknown QP, too short
+	TxErrors               uint64 // AllocRDMA refused a transport's packet
+	Completions, TimerRuns uint64
+}
+
+// FirstQPN is the first QP number AllocQPN hands out (0–0xff are reserved:
+// MRC uses QP 0x2 for endpoint operations).
+const FirstQPN = 0x100
+
+type qpSlot struct {
+	t         verbs.Transport
+	cq        *CQ
+	timer     sim.Timer
+	inActive  bool
+	inTouch   bool
+	inBlocked bool
+}
+
+// CQ is a completion queue. With Handler set, completions are handed to it
+// on the loop as they happen; otherwise they wait for Poll.
+type CQ struct {
+	Handler func(verbs.Completion)
+	q       []verbs.Completion
+}
+
+// Poll appends waiting completions to dst and empties the queue.
+func (c *CQ) Poll(dst []verbs.Completion) []verbs.Completion {
+	dst = append(dst, c.q...)
+	c.q = c.q[:0]
+	return dst
+}
+
+// Len returns how many completions wait.
+func (c *CQ) Len() int { return len(c.q) }
+
+func (c *CQ) push(x verbs.Completion) {
+	if c.Handler != nil {
+		c.Handler(x)
+		return
+	}
+	c.q = append(c.q, x)
+}
+
+// RDMA returns the host's RDMA engine, creating and attaching it on first
+// use (hosts that never use RDMA pay nothing for it).
+func (h *Host) RDMA() *Engine {
+	if e, ok := h.NIC.RDMA.(*Engine); ok {
+		return e
+	}
+	n := h.NIC
+	e := &Engine{nic: n, loop: h.loop, scratch: make([]byte, verbs.MaxTxBytes),
+		fullMask: 1<<len(n.ports) - 1, FreeBytes: n.topo.Pool.LargeCap}
+	n.RDMA = e
+	return e
+}
+
+// Memory returns the host's registered memory.
+func (e *Engine) Memory() *verbs.Memory { return &e.mem }
+
+// Host returns the host id.
+func (e *Engine) Host() int { return e.nic.host }
+
+// Planes returns the number of NIC ports.
+func (e *Engine) Planes() int { return len(e.nic.ports) }
+
+// AllocQPN returns the QP number the next AddQP must use.
+func (e *Engine) AllocQPN() uint32 { return uint32(FirstQPN + len(e.qps)) }
+
+// AddQP registers a transport created with qpn AllocQPN(); its completions
+// go to cq (both requester and responder completions).
+func (e *Engine) AddQP(t verbs.Transport, cq *CQ) {
+	if t.QPN() != e.AllocQPN() {
+		panic("endpoint: AddQP with a QPN not from AllocQPN")
+	}
+	e.qps = append(e.qps, &qpSlot{t: t, cq: cq})
+}
+
+// QP returns the transport of qpn, or nil.
+func (e *Engine) QP(qpn uint32) verbs.Transport {
+	if s := e.slot(qpn); s != nil {
+		return s.t
+	}
+	return nil
+}
+
+// QPs returns every transport of the host in QPN order.
+func (e *Engine) QPs() []verbs.Transport {
+	ts := make([]verbs.Transport, len(e.qps))
+	for i, s := range e.qps {
+		ts[i] = s.t
+	}
+	return ts
+}
+
+func (e *Engine) slot(qpn uint32) *qpSlot {
+	i := int(qpn) - FirstQPN
+	if i < 0 || i >= len(e.qps) {
+		return nil
+	}
+	return e.qps[i]
+}
+
+// Connect connects transport a on engine ea with transport b on engine eb:
+// each side's attributes (Host and QPN are filled in here) go to the other.
+func Connect(ea *Engine, a verbs.Transport, attrA verbs.QPAttrs, eb *Engine, b verbs.Transport, attrB verbs.QPAttrs) error {
+	attrA.Host, attrA.QPN = ea.Host(), a.QPN()
+	attrB.Host, attrB.QPN = eb.Host(), b.QPN()
+	if err := a.Connect(attrA, attrB); err != nil {
+		return err
+	}
+	return b.Connect(attrB, attrA)
+}
+
+// Post posts a work request on qpn and lets the QP send.
+func (e *Engine) Post(qpn uint32, wr verbs.WorkRequest) error {
+	s := e.slot(qpn)
+	if s == nil {
+		return verbs.ErrNotReady
+	}
+	if err := s.t.Post(int64(e.loop.Now()), wr); err != nil {
+		return err
+	}
+	e.collect(s)
+	e.activate(s)
+	e.pump()
+	return nil
+}
+
+func (e *Engine) activate(s *qpSlot) {
+	if !s.inActive {
+		s.inActive = true
+		e.active = append(e.active, s)
+	}
+}
+
+func (e *Engine) touch(s *qpSlot) {
+	if !s.inTouch {
+		s.inTouch = true
+		e.touched = append(e.touched, s)
+	}
+}
+
+// freeMask returns the planes whose NIC port has room for data.
+func (e *Engine) freeMask() uint32 {
+	var m uint32
+	for i, p := range e.nic.ports {
+		if p.Peer != nil && p.QueuedBytes() < e.FreeBytes {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// pump asks active QPs, round-robin one packet each, for packets until none
+// has anything, then re-arms the timers of the QPs it touched.
+func (e *Engine) pump() {
+	if e.pumping {
+		return // the outer pump will see newly active QPs
+	}
+	e.pumping = true
+	now := int64(e.loop.Now())
+	for len(e.active) > 0 {
+		free := e.freeMask()
+		n := 0
+		for i := 0; i < len(e.active); i++ {
+			s := e.active[i]
+			tx, ok := s.t.Send(now, free, e.scratch)
+			e.touch(s)
+			if !ok {
+				s.inActive = false
+				if free != e.fullMask && !s.inBlocked {
+					s.inBlocked = true
+					e.blocked = append(e.blocked, s)
+				}
+				e.collect(s)
+				continue
+			}
+			e.transmit(&tx)
+			free = e.freeMask()
+			e.active[n] = s
+			n++
+		}
+		clear(e.active[n:])
+		e.active = e.active[:n]
+	}
+	e.pumping = false
+	for _, s := range e.touched {
+		s.inTouch = false
+		e.rearm(s)
+	}
+	clear(e.touched)
+	e.touched = e.touched[:0]
+}
+
+func (e *Engine) transmit(tx *verbs.Tx) {
+	tc := tx.DSCP << 2
+	if tx.ECT {
+		tc |= fabric.ECNECT0
+	}
+	p, payload, err := e.nic.AllocRDMA(RDMAHeader{DstHost: tx.DstHost, EV: EV(tx.EV), TrafficClass: tc, PayloadLen: tx.WireLen, Stored: tx.Len})
+	if err != nil {
+		e.Counters.TxErrors++
+		return
+	}
+	copy(payload, e.scratch[:tx.Len])
+	e.Counters.TxPackets++
+	e.Counters.TxBytes += uint64(tx.WireLen)
+	e.nic.SendRDMA(p)
+}
+
+// rearm keeps the QP's one loop timer at the transport's deadline.
+func (e *Engine) rearm(s *qpSlot) {
+	d, ok := s.t.Deadline()
+	if !ok {
+		s.timer.Stop()
+		return
+	}
+	at := sim.Time(d)
+	if s.timer.Pending() {
+		if s.timer.When() == at {
+			return
+		}
+		s.timer.Stop()
+	}
+	s.timer = e.loop.Schedule(at, e, uint64(s.t.QPN()))
+}
+
+// OnEvent runs a QP's timers.
+func (e *Engine) OnEvent(arg uint64) {
+	s := e.slot(uint32(arg))
+	e.Counters.TimerRuns++
+	s.t.Tick(int64(e.loop.Now()))
+	e.collect(s)
+	e.touch(s)
+	e.activate(s)
+	e.pump()
+}
+
+// collect moves the QP's completions to its CQ.
+func (e *Engine) collect(s *qpSlot) {
+	e.comps = s.t.PollCompletions(e.comps[:0])
+	for _, c := range e.comps {
+		e.Counters.Completions++
+		s.cq.push(c)
+	}
+}
+
+// TxReady implements TxReadyEngine: a port drained, so QPs that were held
+// back by full ports get another chance.
+func (e *Engine) TxReady(int) {
+	if len(e.blocked) == 0 {
+		return
+	}
+	for _, s := range e.blocked {
+		s.inBlocked = false
+		e.activate(s)
+	}
+	clear(e.blocked)
+	e.blocked = e.blocked[:0]
+	e.pump()
+}
+
+// Receive implements RDMAEngine: hand the frame to its QP's transport.
+func (e *Engine) Receive(p *fabric.Packet, plane int) {
+	d := p.Data
+	const udp = offL4
+	if len(d) < udp+udpLen+verbs.BTHLen {
+		e.Counters.RxMalformed++
+		p.Release()
+		return
+	}
+	qpn, _ := verbs.DestQP(d[udp+udpLen:])
+	s := e.slot(qpn)
+	if s == nil {
+		e.Counters.RxNoQP++
+		p.Release()
+		return
+	}
+	tc := d[offIP]<<4 | d[offIP+1]>>4
+	dscp := tc >> 2
+	src, _, _ := e.nic.topo.HostOf(d[offIP+8 : offIP+24])
+	rx := verbs.Rx{
+		Data:    d[udp+udpLen:],
+		WireLen: int(binary.BigEndian.Uint16(d[udp+4:])) - udpLen,
+		SrcHost: src,
+		Plane:   plane,
+		EV:      uint32(EVFromWire(binary.BigEndian.Uint16(d[udp:]), binary.BigEndian.Uint32(d[offIP:])&0xfffff)),
+		CE:      tc&3 == fabric.ECNCE,
+		Trimmed: dscp == fabric.DSCPTrimmed || dscp == fabric.DSCPTrimmedLastHop,
+		LastHop: dscp == fabric.DSCPTrimmedLastHop,
+	}
+	e.Counters.RxPackets++
+	s.t.Receive(int64(e.loop.Now()), &rx)
+	p.Release()
+	e.collect(s)
+	e.touch(s)
+	e.activate(s)
+	e.pump()
+}
