@@ -64,7 +64,7 @@ invalid configuration exits with status 2 before anything is created.`,
 			if err := writeManifest(cmd, cfg); err != nil {
 				return err
 			}
-			return smokeRun(cmd.OutOrStdout(), cfg)
+			return smokeRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir from the config, \"out\")")

@@ -14,6 +14,7 @@ import (
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/wallclock"
 )
 
 type pingRow struct {
@@ -27,8 +28,9 @@ type pingRow struct {
 // smokeRun builds the configured cluster, pings across it and writes the
 // report directory. Everything it writes is a function of the config and
 // seed, so two runs give identical files (manifest.json aside).
-func smokeRun(w io.Writer, cfg config.Config) error {
-	c, err := cluster.New(cfg, nil)
+func smokeRun(w, progress io.Writer, cfg config.Config) error {
+	wall := wallclock.New()
+	c, err := cluster.New(cfg, wall)
 	if err != nil {
 		return usageError(err)
 	}
@@ -84,7 +86,9 @@ func smokeRun(w io.Writer, cfg config.Config) error {
 			at += 100 * sim.Microsecond
 		}
 	}
+	pl := attachProgress(progress, c.Loop, wall, at, time.Second)
 	c.Loop.Run()
+	pl.done()
 	for _, cl := range closers {
 		if err := cl(); err != nil {
 			return err
