@@ -27,6 +27,7 @@ type Engine struct {
 	pumping  bool
 	scratch  []byte
 	comps    []verbs.Completion
+	rx       verbs.Rx // reused: handing a local to an interface would allocate
 	fullMask uint32
 
 	// FreeBytes is how many bytes may wait in a plane's NIC egress queue
@@ -321,7 +322,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	tc := d[offIP]<<4 | d[offIP+1]>>4
 	dscp := tc >> 2
 	src, _, _ := e.nic.topo.HostOf(d[offIP+8 : offIP+24])
-	rx := verbs.Rx{
+	e.rx = verbs.Rx{
 		Data:    d[udp+udpLen:],
 		WireLen: int(binary.BigEndian.Uint16(d[udp+4:])) - udpLen,
 		SrcHost: src,
@@ -332,7 +333,8 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 		LastHop: dscp == fabric.DSCPTrimmedLastHop,
 	}
 	e.Counters.RxPackets++
-	s.t.Receive(int64(e.loop.Now()), &rx)
+	s.t.Receive(int64(e.loop.Now()), &e.rx)
+	e.rx.Data = nil
 	p.Release()
 	e.collect(s)
 	e.touch(s)
