@@ -71,18 +71,19 @@ type PortConfig struct {
 
 // Drop reasons counted per port.
 const (
-	DropBuffer    = iota // egress buffer full, not trimmable
-	DropTrimQueue        // trimmed header found its queue full
-	DropHeadroom         // lossless class overflowed PFC headroom
-	DropWatchdog         // PFC watchdog in drop mode
-	DropNoRoute          // no FIB / uSID entry
-	DropHopLimit         // hop limit exhausted
-	DropMalformed        // not a parsable frame
+	DropBuffer     = iota // egress buffer full, not trimmable
+	DropTrimQueue         // trimmed header found its queue full
+	DropHeadroom          // lossless class overflowed PFC headroom
+	DropWatchdog          // PFC watchdog in drop mode
+	DropNoRoute           // no FIB / uSID entry
+	DropHopLimit          // hop limit exhausted
+	DropMalformed         // not a parsable frame
+	DropSwitchDown        // the switch is down (crashed, rebooting)
 	numDropReasons
 )
 
 // DropReasonNames names the drop reasons in counters output.
-var DropReasonNames = [numDropReasons]string{"buffer", "trim_queue", "pfc_headroom", "pfc_watchdog", "no_route", "hop_limit", "malformed"}
+var DropReasonNames = [numDropReasons]string{"buffer", "trim_queue", "pfc_headroom", "pfc_watchdog", "no_route", "hop_limit", "malformed", "switch_down"}
 
 // PortCounters count one port's traffic in both directions.
 type PortCounters struct {

@@ -42,6 +42,8 @@ func ParseForwardingMode(s string) (ForwardingMode, bool) {
 // on the ports).
 type SwitchCounters struct {
 	Forwarded, USIDShifts, NoRoute, HopLimit uint64
+	Down                                     uint64 // frames that arrived while the switch was down
+	BlackHoled                               uint64 // silently dropped by a black hole
 }
 
 // Switch forwards frames between its ports. Its tables are filled by the
@@ -69,6 +71,11 @@ type Switch struct {
 	groups      [][]int32
 	usidPorts   [4][]int32 // uSID type, index → port; -1: none
 	acct        *IngressAccounting
+
+	down     bool
+	holeSID  uint16
+	holeFrac float64
+	holeRNG  sim.FastRand
 }
 
 // Mode returns the switch's forwarding mode.
@@ -90,6 +97,11 @@ func (s *Switch) dropIn(p *Packet, in *Port, reason int) {
 // Ingress implements Device: decide, account, enqueue.
 func (s *Switch) Ingress(p *Packet, in *Port) {
 	p.InPort = -1
+	if s.down {
+		s.Counters.Down++
+		in.drop(p, DropSwitchDown)
+		return
+	}
 	if p.HopLimit() <= 1 {
 		// A router would answer ICMPv6 Time Exceeded; vcluster counts it.
 		s.dropIn(p, in, DropHopLimit)
@@ -104,6 +116,11 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 	}
 	if out < 0 {
 		s.dropIn(p, in, DropNoRoute)
+		return
+	}
+	if s.holeFrac > 0 && s.inHole(p) && s.holeRNG.Float64() < s.holeFrac {
+		s.Counters.BlackHoled++
+		p.Release()
 		return
 	}
 	p.Data[offIPv6+7]--
@@ -124,6 +141,16 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 		s.Trace(s, p, op)
 	}
 	op.Enqueue(p)
+}
+
+// inHole reports whether p's destination is under the black-holed prefix
+// (checked after the uSID shift, so the top uSID is the next hop's).
+func (s *Switch) inHole(p *Packet) bool {
+	dst := p.Data[offIPv6Dst : offIPv6Dst+16]
+	if s.mode == ForwardUSID {
+		return binary.BigEndian.Uint16(dst[4:]) == s.holeSID
+	}
+	return binary.BigEndian.Uint16(dst[6:]) == s.holeSID
 }
 
 // usidNext applies uN: the top uSID must be this switch's; shift the rest
