@@ -1,0 +1,263 @@
+package mrc
+
+import "fmt"
+
+// Config is one MRC QP's configuration. DefaultConfig documents every
+// default; Validate names the first bad field.
+type Config struct {
+	// --- spraying and EV management ---
+
+	// Planes is the number of NIC ports / fabric planes (1..16). EVs carry
+	// the plane in bits 0..3.
+	Planes int
+	// PathsPerPlane is the number of explicit path choices per plane (the
+	// T1 count of a Clos under uSID forwarding, EV bits 4..15). With
+	// PathsPerPlane > 0 EVs are structured: plane + path choice, so each EV
+	// names one path (and an ASSUMED_BAD EV one bad path); when a plane has
+	// more EVs than paths, EVs of the same path differ in their flow-label
+	// bits. 0 means ECMP mode: the choice and label bits are random entropy.
+	PathsPerPlane int
+	// EVsPerQP is the size of the QP's EV pool (128..256), split as equally
+	// as possible across planes.
+	EVsPerQP int
+	// ActiveSetSize is how many EVs are sprayed over at once, split across
+	// planes; the rest of each plane's pool is its backup. 0 (the default)
+	// derives it: 2 BDP in packets (LinkBps × BaseRTT / PMTU), capped at 100
+	// (more brings little) and at EVsPerQP, at least one per plane — 100
+	// for 400 Gb/s and 10 µs.
+	ActiveSetSize int
+	// EVMinActive is the floor of usable (GOOD or SKIP) EVs: an EV that
+	// would go ASSUMED_BAD below it goes to SKIP instead.
+	EVMinActive int
+	// ReshuffleInterval (ns) is how often a plane's pseudo-random scan order
+	// is reshuffled (checked at each rotation of its active set).
+	ReshuffleInterval int64
+	// SkipDuration (ns) is the minimum time an EV stays in SKIP; it returns
+	// to GOOD at the first rotation of its plane's active set after that. 0:
+	// the next rotation.
+	SkipDuration int64
+	// ProbeInterval (ns) is how often each ASSUMED_BAD EV is probed.
+	ProbeInterval int64
+	// EVLossThreshold is the number of consecutive silent losses detected by
+	// the fast-loss rule (not timeouts) after which an EV goes ASSUMED_BAD.
+	// A timeout marks the EV at once, as the spec says.
+	EVLossThreshold int
+
+	// --- reliability ---
+
+	// PMTU is the payload bytes per packet (256..4096).
+	PMTU int
+	// MPR is the maximum PSN range offered to the peer, in units of 128
+	// PSNs (1..255). It bounds both the receive window and what the
+	// requester sends beyond cack. Default 4 (512 PSNs = 2 MiB): at 400 Gb/s
+	// and 10 µs the BDP is ~122 packets and NSCC's maxwnd 1.5 BDP ≈ 183, so
+	// one unit (128) would cap throughput below line rate; 512 leaves room
+	// for maxwnd plus ~2 RTTs of reordering/repair while the oldest hole is
+	// outstanding.
+	MPR int
+	// MaxWImm bounds the WriteImm operations in flight (the value offered
+	// to the peer and the default limit toward it). Default 16.
+	MaxWImm int
+	// SackThresholdBytes: the responder sends a SACK once this many bytes
+	// arrived since the last one.
+	SackThresholdBytes int
+	// Timeout is the local ACK timeout exponent: RTO = 1.024 µs × 2^Timeout
+	// (0..24). Default 6 ≈ 65.5 µs, about 6 RTTs of a 10 µs fabric and above
+	// htsim's RTO_min (15 µs + 6 queue drain times).
+	Timeout int
+	// RTO, when > 0, overrides Timeout with a retransmission timeout in ns.
+	RTO int64
+	// RetryLinear (0..7) timeouts of one packet are retried at the fixed
+	// RTO; then RetryExp (0..25) more with the timeout doubling per attempt.
+	// RetryExp 25 means retry forever. Defaults 7 and 5: a packet fails after
+	// 13 timeouts, ≈ 4.7 ms with the default RTO.
+	RetryLinear int
+	RetryExp    int
+	// SleekFactor and SleekMinPackets parametrise the fast-loss rule
+	// (SLEEK-like): an unacknowledged packet is declared lost once packets
+	// sent ≥ max(SleekMinPackets, min(SleekFactor·cwnd, maxwnd)) packets
+	// after it have been acknowledged.
+	SleekFactor     float64
+	SleekMinPackets int
+	// TrimReaction enables the requester's reaction to TRIMMED NACKs (EV →
+	// SKIP and NSCC's trim decrease); retransmission happens regardless.
+	TrimReaction bool
+	// CtrlQueue is the capacity of the queue of control packets waiting for
+	// Send (a power of two); beyond it control packets are dropped.
+	CtrlQueue int
+
+	// --- NSCC ---
+
+	// LinkBps is the NIC's aggregate rate across planes (e.g. 4×100G).
+	LinkBps int64
+	// BaseRTT is the fabric's unloaded RTT in ns (NSCC base_rtt; the
+	// measured minimum replaces it when lower).
+	BaseRTT int64
+	// Trimming says the fabric trims: NSCC's target delay is 0.75 RTT with
+	// trimming, 1 RTT without.
+	Trimming bool
+	// DisableCC turns congestion control off (cwnd stays at maxwnd).
+	DisableCC bool
+	// NSCC overrides the derived NSCC constants; zero fields are derived.
+	NSCC NSCCConfig
+}
+
+// NSCCConfig holds the NSCC constants under the names of mrc_ctl.h /
+// htsim. A zero field means "derived from LinkBps and BaseRTT" (see
+// DefaultConfig); set a field to override it.
+type NSCCConfig struct {
+	DisableQA             bool
+	AdjustBytesThreshold  int64   // fulfill after this many bytes acked (default 8 MTU)
+	AdjustPeriodThreshold int64   // … or after this many ns (default BaseRTT)
+	BaseRTT               int64   // ns; overrides Config.BaseRTT
+	Eta                   float64 // bytes added per adjust period (0.15·MSS·a)
+	Fi                    float64 // fair-increase gain (5·MSS·a)
+	FiScale               float64 // fast-increase gain (0.25·a)
+	Gamma                 float64 // multiplicative-decrease gain (0.8)
+	MaxMDJump             float64 // largest fraction one decrease removes (0.5)
+	MaxCwnd               int64   // bytes; overrides maxwnd = 1.5·BDP
+	QAGate                int     // quick adapt fires if achieved < maxwnd >> QAGate (3)
+	QAThreshold           int64   // ns of queueing delay that triggers quick adapt (4·target)
+	TargetDelay           int64   // ns (0.75·BaseRTT with trimming, else BaseRTT)
+	Alpha                 float64 // proportional-increase gain (4·MSS·a·b/target)
+	DelayAlpha            float64 // avg_delay EWMA weight (0.0125)
+}
+
+// DefaultConfig returns the defaults: 4 planes of a 400 Gb/s NIC, 10 µs
+// base RTT, ECMP-mode EVs (PathsPerPlane 0), 128 EVs with an active set of
+// min(2 BDP, 100) packets and a floor of 8, reshuffle every 100 µs,
+// next-rotation SKIP, probes of ASSUMED_BAD EVs every 500 µs, PMTU 4096,
+// MPR 4 units, MaxWImm 16, SACK every 16 KiB, RTO ≈ 65.5 µs (Timeout 6),
+// retries 7 linear + 5 exponential, SLEEK 1.5·cwnd with a 5-packet
+// minimum, trim reaction on, NSCC constants derived (see ResolveNSCC).
+//
+// MaxWImm 16 is a responder-resource default: with 64 KiB or larger
+// WriteImm chunks it covers several BDPs; workloads of many small
+// WriteImms on long-RTT paths need more (Little's law: MaxWImm ≥ RTT ×
+// WriteImm rate).
+
+func DefaultConfig() Config {
+	return Config{
+		Planes:             4,
+		PathsPerPlane:      0,
+		EVsPerQP:           128,
+		ActiveSetSize:      0,
+		EVMinActive:        8,
+		ReshuffleInterval:  100_000,
+		SkipDuration:       0,
+		ProbeInterval:      500_000,
+		EVLossThreshold:    2,
+		PMTU:               4096,
+		MPR:                4,
+		MaxWImm:            16,
+		SackThresholdBytes: 16 << 10,
+		Timeout:            6,
+		RetryLinear:        7,
+		RetryExp:           5,
+		SleekFactor:        1.5,
+		SleekMinPackets:    5,
+		TrimReaction:       true,
+		CtrlQueue:          1024,
+		LinkBps:            400e9,
+		BaseRTT:            10_000,
+		Trimming:           true,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	bad := func(field, why string) error { return fmt.Errorf("mrc: Config.%s %s", field, why) }
+	switch {
+	case c.Planes < 1 || c.Planes > 16:
+		return bad("Planes", "must be 1..16")
+	case c.PathsPerPlane < 0 || c.PathsPerPlane > 4096:
+		return bad("PathsPerPlane", "must be 0..4096")
+	case c.EVsPerQP < 128 || c.EVsPerQP > 256:
+		return bad("EVsPerQP", "must be 128..256")
+	case c.ActiveSetSize != 0 && (c.ActiveSetSize < c.Planes || c.ActiveSetSize > c.EVsPerQP):
+		return bad("ActiveSetSize", "must be 0 (derived) or Planes..EVsPerQP")
+	case c.EVMinActive < 1 || c.EVMinActive > c.EVsPerQP:
+		return bad("EVMinActive", "must be 1..EVsPerQP")
+	case c.ReshuffleInterval < 0:
+		return bad("ReshuffleInterval", "must be ≥ 0")
+	case c.SkipDuration < 0:
+		return bad("SkipDuration", "must be ≥ 0")
+	case c.ProbeInterval <= 0:
+		return bad("ProbeInterval", "must be > 0")
+	case c.EVLossThreshold < 1 || c.EVLossThreshold > 255:
+		return bad("EVLossThreshold", "must be 1..255")
+	case c.PMTU < 256 || c.PMTU > 4096:
+		return bad("PMTU", "must be 256..4096")
+	case c.MPR < 1 || c.MPR > 255:
+		return bad("MPR", "must be 1..255 (units of 128 PSNs)")
+	case c.MaxWImm < 1 || c.MaxWImm > 1<<16:
+		return bad("MaxWImm", "must be 1..65536")
+	case c.SackThresholdBytes < 1:
+		return bad("SackThresholdBytes", "must be > 0")
+	case c.Timeout < 0 || c.Timeout > 24:
+		return bad("Timeout", "must be 0..24")
+	case c.RTO < 0:
+		return bad("RTO", "must be ≥ 0")
+	case c.RetryLinear < 0 || c.RetryLinear > 7:
+		return bad("RetryLinear", "must be 0..7")
+	case c.RetryExp < 0 || c.RetryExp > 25:
+		return bad("RetryExp", "must be 0..25 (25 = infinite)")
+	case !(c.SleekFactor > 0):
+		return bad("SleekFactor", "must be > 0")
+	case c.SleekMinPackets < 1:
+		return bad("SleekMinPackets", "must be ≥ 1")
+	case c.CtrlQueue < 16 || c.CtrlQueue&(c.CtrlQueue-1) != 0:
+		return bad("CtrlQueue", "must be a power of two ≥ 16")
+	case c.LinkBps <= 0:
+		return bad("LinkBps", "must be > 0")
+	case c.BaseRTT <= 0 && c.NSCC.BaseRTT <= 0:
+		return bad("BaseRTT", "must be > 0")
+	}
+	n := &c.NSCC
+	switch {
+	case n.AdjustBytesThreshold < 0:
+		return bad("NSCC.AdjustBytesThreshold", "must be ≥ 0")
+	case n.AdjustPeriodThreshold < 0:
+		return bad("NSCC.AdjustPeriodThreshold", "must be ≥ 0")
+	case n.BaseRTT < 0:
+		return bad("NSCC.BaseRTT", "must be ≥ 0")
+	case n.Eta < 0, n.Fi < 0, n.FiScale < 0, n.Alpha < 0:
+		return bad("NSCC gains (Eta, Fi, FiScale, Alpha)", "must be ≥ 0")
+	case n.Gamma < 0 || n.Gamma > 1:
+		return bad("NSCC.Gamma", "must be 0..1")
+	case n.MaxMDJump < 0 || n.MaxMDJump >= 1:
+		return bad("NSCC.MaxMDJump", "must be in [0, 1)")
+	case n.MaxCwnd < 0:
+		return bad("NSCC.MaxCwnd", "must be ≥ 0")
+	case n.QAGate < 0 || n.QAGate > 16:
+		return bad("NSCC.QAGate", "must be 0..16")
+	case n.QAThreshold < 0:
+		return bad("NSCC.QAThreshold", "must be ≥ 0")
+	case n.TargetDelay < 0:
+		return bad("NSCC.TargetDelay", "must be ≥ 0")
+	case n.DelayAlpha < 0 || n.DelayAlpha > 1:
+		return bad("NSCC.DelayAlpha", "must be 0..1")
+	}
+	return nil
+}
+
+// activeSetSize resolves ActiveSetSize.
+func (c *Config) activeSetSize() int {
+	if c.ActiveSetSize > 0 {
+		return c.ActiveSetSize
+	}
+	rtt := c.BaseRTT
+	if c.NSCC.BaseRTT > 0 {
+		rtt = c.NSCC.BaseRTT
+	}
+	n := int(2 * float64(c.LinkBps) / 8 * float64(rtt) / 1e9 / float64(c.PMTU))
+	return max(c.Planes, min(n, 100, c.EVsPerQP))
+}
+
+// rto returns the base retransmission timeout in ns.
+func (c *Config) rto() int64 {
+	if c.RTO > 0 {
+		return c.RTO
+	}
+	return 1024 << uint(c.Timeout)
+}

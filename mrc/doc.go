@@ -1,0 +1,139 @@
+// Package mrc is the MRC (Multipath Reliable Connection) RDMA transport: a
+// pure per-QP state machine (verbs.Transport) and its wire codec.
+//
+// A QP is a value driven by its caller (the NIC's RDMA engine or a test):
+// Post queues work requests, Send produces packets, Receive consumes them,
+// Tick runs timers that Deadline announces, PollCompletions drains
+// completions. There are no goroutines, clocks or I/O inside; all
+// randomness comes from a PCG seeded in New, so runs replay exactly.
+// Only RDMA Write and Write-with-immediate exist (MRC has no Read, Send or
+// Atomic, and no RNR).
+//
+// # Wire format
+//
+// Every packet starts with the 12-byte BTH (opcode, P_Key, destination QP
+// at bytes 5..7, AckReq/rtx/TS flags at byte 8 bits 7/6/5, 24-bit PSN at
+// bytes 9..11; see BTH). Then, by opcode:
+//
+//	0xC6..0xCB WRITE First/Middle/Last/Last+Imm/Only/Only+Imm
+//	    BTH | METH 4 (RQMSN 16, MSN 16) | TSETH 4 if TS (16-bit stamp,
+//	    resolution bit: 128 ns / 1 µs) | RETH 16 (VA 64 — this packet's
+//	    address, advancing by PMTU — R_Key 32, DMA length 32 of the whole
+//	    message) | ImmDt 4 on 0xC9/0xCB | payload | ICRC 4
+//	    Offsets with TS: METH 12, TSETH 16, RETH 20, ImmDt 36, payload 36
+//	    (40 with ImmDt). The payload may be elided (not stored; the length
+//	    on the wire counts it); the ICRC is stored only with the payload.
+//	0xD1 Transport ACK: BTH (PSN = cack) | AETH 4 (syndrome 8: 0x1F = ACK
+//	    with the credit field fixed at 0x1F, 0x62/0x63 = NAK remote access
+//	    / remote operational error; MSN 24) | ICRC 4            = 20 B
+//	0xDC SACK: BTH | SETH 28 | CC_STATE 8 | ICRC 4             = 52 B
+//	0xDD NACK: BTH | NETH 12 (code, rtx echo, timestamp echo, EV,
+//	    nack_psn) | ICRC 4                                     = 28 B
+//	0xDE reliability probe: BTH | PETH 8 (EV, seq, timestamp) | ICRC = 24 B
+//	0xD8/0xD9 endpoint request/response on QP 0x2: BTH | ERTH/EETH 12
+//	    (operation, request id, port_status_mask, status) | ICRC = 28 B
+//
+// The field-by-field layouts with byte offsets are on BTH, METH, TSETH,
+// RETH, AETH, SETH, CCState, NETH, PETH and EndpointHeader. The ICRC is a
+// placeholder of zeros: the simulated NIC does not compute it. Decoders
+// never panic; they reject truncated packets, wrong opcodes and set
+// reserved bits.
+//
+// A trimmed packet keeps only its first bytes (128 B of frame leaves as
+// little as 26 B of UDP payload under IPv6-in-IPv6): the responder needs
+// only the BTH (PSN, rtx) to NACK it; the requester keeps everything else
+// (EV, send time, length) per PSN.
+//
+// # Requester
+//
+// WRs are segmented in post order into PSN-numbered packets of PMTU bytes;
+// every packet is self-describing (RETH), so the responder places it
+// wherever it lands. A packet may be sent when its PSN ≤ cack + MPR (the
+// peer's window), cwnd ≥ inflight + its length, and (for the first packet of
+// a WriteImm) fewer than MaxWImm WriteImms are in flight; otherwise the WR
+// waits. Each packet goes on an EV picked at send time (see Spraying).
+// AckReq is set on the last packet of a message and whenever a packet
+// closes the window (cwnd or MPR).
+//
+// Every transmission has its own ACK timer (RTO for RetryLinear timeouts of
+// that packet, then doubling per timeout for RetryExp more; a packet that
+// exceeds the sum fails the QP with StatusRetryExceeded, the others flush;
+// RetryExp 25 retries forever). Deadline exposes the earliest timer.
+// Retransmissions carry rtx, DSCP TRIMMABLE_RETX, go before new data, obey
+// cwnd and take a new EV (never the lost transmission's; after a timeout,
+// another plane if one qualifies). Losses are found by:
+//   - NACK TRIMMED: retransmit at once, EV → SKIP, NSCC trim reaction;
+//     TRIMMED_LASTHOP: the same without the EV penalty.
+//   - NACK NO_BITMAP/NO_PKT_BUFFER/NO_RESOURCE/PSN_OOR_WINDOW: retransmit,
+//     counting toward the packet's retry limit; UNEXP_EVENT: QP error,
+//     StatusRemoteOp.
+//   - the fast-loss rule [I] (SLEEK borrowed, applied per hole): a
+//     transmission is lost once transmissions sent at least max(
+//     SleekMinPackets, min(SleekFactor·cwnd, maxwnd)) packets after it have
+//     been acknowledged (first transmissions only count). Silent losses
+//     found this way count against their EV: EVLossThreshold (2)
+//     consecutive ones make it ASSUMED_BAD.
+//   - timeouts: retransmit, EV → ASSUMED_BAD (a silent loss means a failed
+//     path).
+//
+// WRs complete in post order once cumulatively acknowledged.
+//
+// # Responder
+//
+// The window is [ePSN, ePSN + MPR·128). A new PSN in it is placed at once
+// into registered memory at its RETH VA (mem.Bytes; a virtual region or an
+// elided payload is accounted, not copied) and its bit set; ePSN advances
+// over received PSNs. A PSN below ePSN draws a Transport ACK and a SACK, one
+// received above ePSN a SACK, one beyond the window a NACK PSN_OOR_WINDOW; a
+// trimmed one a NACK TRIMMED (TRIMMED_LASTHOP when rx.LastHop). A bad R_Key
+// or range draws a Transport ACK whose AETH is the NAK "remote access
+// error" (0x62): MRC separates reliability (SACK/NACK: the packet arrived)
+// from semantics (the Transport ACK), so the requester fails that WR with
+// StatusRemoteAccess and the QP goes to ERROR, as in RC. A malformed data
+// packet (payload beyond PMTU or its DMA length) draws NACK UNEXP_EVENT.
+//
+// SACKs are sent when 16 KiB (SackThresholdBytes) arrived since the last,
+// on AckReq, on a CE-marked arrival (M = SKIP_ONCE echoing that EV), on an
+// rtx arrival, when ePSN passes a packet that asked for an ACK, and in
+// answer to a probe (P flag). Each SACK reflects the triggering packet's EV
+// (control packets travel back on that EV: its plane and path), its
+// timestamp and its PSN (ack_offset = PSN − cack); the 64-bit bitmap starts
+// at cack+1, or 47 PSNs below the triggering PSN when that is further up.
+// A WriteImm completes (OpRecvImm with Imm and its length) when ePSN passes
+// its last packet: the whole message and every earlier Write are then in
+// memory, and WriteImms complete in order. The responder never sends
+// M = ALWAYS_SKIP itself (the requester honours it).
+//
+// # Spraying and EV states
+//
+// The QP owns EVsPerQP EVs split equally across planes (bits 0..3 plane;
+// PathsPerPlane > 0: bits 4..15 a path choice drawn without repetition,
+// so EVs name paths one to one; 0: random bits). Each plane has an active
+// set (ActiveSetSize split across planes) scanned in a pseudo-random order
+// reshuffled every ReshuffleInterval; the remaining EVs are the plane's
+// backup. Per data packet the planes are visited round robin and the first
+// one that is up and in freePlanes gives its next GOOD EV.
+//
+//	GOOD → SKIP          SACK M = SKIP_ONCE (ECN echo), NACK TRIMMED
+//	GOOD → ASSUMED_BAD   SACK M = ALWAYS_SKIP, ACK timeout, repeated silent loss
+//	SKIP → GOOD          next rotation of its plane's active set (after SkipDuration)
+//	ASSUMED_BAD → GOOD / SKIP   probe answered with M = NONE / SKIP_ONCE
+//	any → DENIED / GOOD  DenyEV, DenyPath / AllowEV, AllowPath
+//
+// An EV leaving the active set (ASSUMED_BAD, DENIED) is replaced by a
+// random usable EV from the same plane's backup; an EV returning to GOOD
+// rejoins the active set if it is short. EVMinActive is a floor on usable
+// (GOOD or SKIP) EVs: a transition that would go below it yields SKIP
+// instead of ASSUMED_BAD. ASSUMED_BAD EVs are probed (0xDE on that EV)
+// every ProbeInterval while the requester has work. SetPlaneStatus (or
+// ApplyPortStatus with a peer's Port Status Update) takes a plane out of
+// and back into use.
+//
+// # Congestion control
+//
+// NSCC as in PROTOCOLS.md §b (see nscc.go and ResolveNSCC): window in
+// bytes, quick adapt, four quadrants, fulfill, trim reaction and the
+// receiver's rcv_cwnd_pen; RTT samples come from the requester's own
+// full-resolution send times of first transmissions, matched through the
+// SACK's ack_offset.
+package mrc

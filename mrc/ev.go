@@ -1,0 +1,412 @@
+package mrc
+
+import (
+	"errors"
+	"math/rand/v2"
+)
+
+// EVState is the state of one entropy value.
+type EVState uint8
+
+const (
+	// EVGood: usable for data.
+	EVGood EVState = iota
+	// EVSkip: skipped for the rest of the current rotation of its plane's
+	// active set (ECN echo or trim); NIC-internal, GOOD to a controller.
+	EVSkip
+	// EVAssumedBad: a silent loss or the responder's ALWAYS_SKIP judged
+	// its path failed; it is probed every ProbeInterval.
+	EVAssumedBad
+	// EVDenied: a controller forbade it.
+	EVDenied
+)
+
+func (s EVState) String() string {
+	return [...]string{"GOOD", "SKIP", "ASSUMED_BAD", "DENIED"}[s&3]
+}
+
+// EVInfo describes one EV of a QP (QP.EVStates).
+type EVInfo struct {
+	EV     uint32
+	Plane  int
+	Choice int // EV bits 4..15
+	State  EVState
+	Active bool // in its plane's active set
+}
+
+// EV field helpers (the layout of endpoint.EV).
+func evPlane(ev uint32) int  { return int(ev & 0xf) }
+func evChoice(ev uint32) int { return int(ev >> 4 & 0xfff) }
+
+// MakeEV builds an EV from plane, path choice and flow label.
+func MakeEV(plane, choice int, label uint16) uint32 {
+	return uint32(plane)&0xf | uint32(choice)&0xfff<<4 | uint32(label)<<16
+}
+
+// ErrUnknownEV is returned by the controller API for an EV not in the pool.
+var ErrUnknownEV = errors.New("mrc: EV not in this QP's pool")
+
+type evEntry struct {
+	ev        uint32
+	plane     uint8
+	state     EVState
+	active    bool
+	losses    uint8 // consecutive silent losses (fast-loss rule)
+	skipUntil int64
+	nextProbe int64
+	probeSeq  uint16
+}
+
+type planeSet struct {
+	first, n    int     // the plane's EVs: evs[first : first+n]
+	active      []int32 // active set in scan order
+	target      int     // desired active-set size
+	cursor      int
+	good        int // GOOD EVs in active
+	up          bool
+	lastShuffle int64
+	rotations   uint64
+}
+
+// evPool is a QP's EV pool: per-plane active sets and backups, the state
+// machine of every EV, and the per-packet choice.
+type evPool struct {
+	evs       []evEntry
+	planes    []planeSet
+	byEV      map[uint32]int32
+	rng       *rand.Rand
+	rr        int
+	usable    int // GOOD + SKIP
+	minActive int
+	reshuffle int64
+	skipDur   int64
+	probeIvl  int64
+	lossThr   uint8
+
+	nBad        int
+	nextProbeAt int64
+	transitions uint64
+}
+
+func (p *evPool) init(cfg *Config, rng *rand.Rand) {
+	P := cfg.Planes
+	p.rng = rng
+	p.minActive = cfg.EVMinActive
+	p.reshuffle = cfg.ReshuffleInterval
+	p.skipDur = cfg.SkipDuration
+	p.probeIvl = cfg.ProbeInterval
+	p.lossThr = uint8(cfg.EVLossThreshold)
+	p.evs = make([]evEntry, 0, cfg.EVsPerQP)
+	p.planes = make([]planeSet, P)
+	p.byEV = make(map[uint32]int32, cfg.EVsPerQP)
+	for pl := 0; pl < P; pl++ {
+		n := cfg.EVsPerQP / P
+		if pl < cfg.EVsPerQP%P {
+			n++
+		}
+		ps := &p.planes[pl]
+		ps.first, ps.n, ps.up = len(p.evs), n, true
+		var choices []int
+		if cfg.PathsPerPlane > 0 {
+			choices = rng.Perm(cfg.PathsPerPlane)
+		}
+		for i := 0; i < n; i++ {
+			var ev uint32
+			for {
+				if cfg.PathsPerPlane > 0 {
+					// Structured: one EV per path; beyond PathsPerPlane, the
+					// flow label tells duplicates of a path apart.
+					ev = MakeEV(pl, choices[i%len(choices)], uint16(i/len(choices)))
+				} else {
+					ev = uint32(pl) | rng.Uint32()&^0xf
+				}
+				if _, dup := p.byEV[ev]; !dup {
+					break
+				}
+			}
+			p.byEV[ev] = int32(len(p.evs))
+			p.evs = append(p.evs, evEntry{ev: ev, plane: uint8(pl)})
+		}
+		as := cfg.activeSetSize()
+		t := as / P
+		if pl < as%P {
+			t++
+		}
+		if t > n {
+			t = n
+		}
+		ps.target = t
+		ps.active = make([]int32, 0, n)
+		for i := 0; i < t; i++ {
+			idx := int32(ps.first + i)
+			ps.active = append(ps.active, idx)
+			p.evs[idx].active = true
+			ps.good++
+		}
+		rng.Shuffle(len(ps.active), func(a, b int) { ps.active[a], ps.active[b] = ps.active[b], ps.active[a] })
+	}
+	p.usable = len(p.evs)
+}
+
+func (p *evPool) lookup(ev uint32) int32 {
+	if i, ok := p.byEV[ev]; ok {
+		return i
+	}
+	return -1
+}
+
+// rotate starts a new rotation of plane ps's active set: SKIP EVs whose
+// SkipDuration has passed return to GOOD, and the scan order is reshuffled
+// when ReshuffleInterval has passed.
+func (p *evPool) rotate(ps *planeSet, now int64) {
+	ps.cursor = 0
+	ps.rotations++
+	for _, i := range ps.active {
+		e := &p.evs[i]
+		if e.state == EVSkip && e.skipUntil <= now {
+			e.state = EVGood
+			ps.good++
+			p.transitions++
+		}
+	}
+	if now-ps.lastShuffle >= p.reshuffle {
+		ps.lastShuffle = now
+		a := ps.active
+		for i := len(a) - 1; i > 0; i-- {
+			j := p.rng.IntN(i + 1)
+			a[i], a[j] = a[j], a[i]
+		}
+	}
+}
+
+// pickIn returns a GOOD EV of plane ps other than exclude, or -1.
+func (p *evPool) pickIn(ps *planeSet, now int64, exclude int32) int32 {
+	if ps.good == 0 {
+		p.rotate(ps, now)
+		if ps.good == 0 {
+			return -1
+		}
+	}
+	n := len(ps.active)
+	for k := 0; k <= 2*n; k++ {
+		if ps.cursor >= n {
+			p.rotate(ps, now)
+		}
+		i := ps.active[ps.cursor]
+		ps.cursor++
+		if p.evs[i].state == EVGood && i != exclude {
+			return i
+		}
+	}
+	return -1
+}
+
+// pick chooses the EV of the next data packet: planes are visited round
+// robin starting after the last used one; a plane qualifies when its port
+// is up and has room (freePlanes). exclude is never returned; avoidPlane
+// (≥ 0) is used only if no other plane qualifies. As a last resort, when no
+// plane has a GOOD EV, a SKIP EV is used (SKIP never blocks sending).
+func (p *evPool) pick(now int64, freePlanes uint32, exclude int32, avoidPlane int) int32 {
+	P := len(p.planes)
+	for pass := 0; pass < 2; pass++ {
+		for k := 0; k < P; k++ {
+			pl := (p.rr + k) % P
+			ps := &p.planes[pl]
+			if !ps.up || freePlanes&(1<<uint(pl)) == 0 || (pass == 0 && pl == avoidPlane) {
+				continue
+			}
+			if i := p.pickIn(ps, now, exclude); i >= 0 {
+				p.rr = pl + 1
+				return i
+			}
+		}
+		if avoidPlane < 0 {
+			break
+		}
+	}
+	for k := 0; k < P; k++ {
+		pl := (p.rr + k) % P
+		ps := &p.planes[pl]
+		if !ps.up || freePlanes&(1<<uint(pl)) == 0 {
+			continue
+		}
+		for _, i := range ps.active {
+			if p.evs[i].state == EVSkip && i != exclude {
+				p.rr = pl + 1
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// canSend reports whether some plane in freePlanes could carry data now.
+func (p *evPool) canSend(freePlanes uint32) bool {
+	for pl := range p.planes {
+		ps := &p.planes[pl]
+		if ps.up && freePlanes&(1<<uint(pl)) != 0 && len(ps.active) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func usableState(s EVState) bool { return s == EVGood || s == EVSkip }
+
+// set moves EV i to state s at time now, keeping the active sets, counts
+// and probe schedule in step. It reports whether the state changed.
+func (p *evPool) set(i int32, s EVState, now int64) bool {
+	e := &p.evs[i]
+	old := e.state
+	if old == s {
+		return false
+	}
+	ps := &p.planes[e.plane]
+	p.transitions++
+	if usableState(old) && !usableState(s) {
+		p.usable--
+	} else if !usableState(old) && usableState(s) {
+		p.usable++
+	}
+	if old == EVAssumedBad {
+		p.nBad--
+	}
+	if e.active && old == EVGood {
+		ps.good--
+	}
+	e.state = s
+	switch s {
+	case EVGood, EVSkip:
+		if s == EVSkip {
+			e.skipUntil = now + p.skipDur
+		}
+		e.losses = 0
+		if e.active {
+			if s == EVGood {
+				ps.good++
+			}
+		} else if len(ps.active) < ps.target {
+			p.activate(ps, i)
+		}
+	case EVAssumedBad, EVDenied:
+		if s == EVAssumedBad {
+			p.nBad++
+			e.nextProbe = now + p.probeIvl
+			if p.nBad == 1 || e.nextProbe < p.nextProbeAt {
+				p.nextProbeAt = e.nextProbe
+			}
+		}
+		if e.active {
+			p.deactivate(ps, i)
+		}
+	}
+	return true
+}
+
+// activate appends EV i to the end of the active set (it is scanned in this
+// rotation if the cursor has not passed it).
+func (p *evPool) activate(ps *planeSet, i int32) {
+	e := &p.evs[i]
+	e.active = true
+	ps.active = append(ps.active, i)
+	if e.state == EVGood {
+		ps.good++
+	}
+}
+
+// deactivate removes EV i from the active set and promotes a usable EV from
+// the same plane's backup pool into its slot.
+func (p *evPool) deactivate(ps *planeSet, i int32) {
+	p.evs[i].active = false
+	pos := -1
+	for k, j := range ps.active {
+		if j == i {
+			pos = k
+			break
+		}
+	}
+	if pos < 0 {
+		return
+	}
+	if r := p.backup(ps); r >= 0 {
+		p.evs[r].active = true
+		ps.active[pos] = r
+		if p.evs[r].state == EVGood {
+			ps.good++
+		}
+		return
+	}
+	copy(ps.active[pos:], ps.active[pos+1:])
+	ps.active = ps.active[:len(ps.active)-1]
+	if pos < ps.cursor {
+		ps.cursor--
+	}
+}
+
+// backup returns a random usable inactive EV of plane ps, preferring GOOD
+// ones, or -1.
+func (p *evPool) backup(ps *planeSet) int32 {
+	if ps.n == 0 {
+		return -1
+	}
+	start := p.rng.IntN(ps.n)
+	skip := int32(-1)
+	for k := 0; k < ps.n; k++ {
+		i := int32(ps.first + (start+k)%ps.n)
+		e := &p.evs[i]
+		if e.active {
+			continue
+		}
+		if e.state == EVGood {
+			return i
+		}
+		if e.state == EVSkip && skip < 0 {
+			skip = i
+		}
+	}
+	return skip
+}
+
+// markBad moves a usable EV to ASSUMED_BAD, unless that would leave fewer
+// than EVMinActive usable EVs: then it goes to SKIP. It reports whether the
+// EV became ASSUMED_BAD.
+func (p *evPool) markBad(i int32, now int64) bool {
+	e := &p.evs[i]
+	if !usableState(e.state) {
+		return false
+	}
+	if p.usable-1 < p.minActive {
+		p.set(i, EVSkip, now)
+		return false
+	}
+	return p.set(i, EVAssumedBad, now)
+}
+
+// skip moves a GOOD EV to SKIP.
+func (p *evPool) skip(i int32, now int64) {
+	if p.evs[i].state == EVGood {
+		p.set(i, EVSkip, now)
+	}
+}
+
+// recomputeProbe recomputes the earliest probe time of ASSUMED_BAD EVs.
+func (p *evPool) recomputeProbe() {
+	first := true
+	for k := range p.evs {
+		e := &p.evs[k]
+		if e.state == EVAssumedBad && (first || e.nextProbe < p.nextProbeAt) {
+			p.nextProbeAt, first = e.nextProbe, false
+		}
+	}
+}
+
+// counts returns the number of EVs in each state and in the active sets.
+func (p *evPool) counts() (c [4]int, active int) {
+	for k := range p.evs {
+		c[p.evs[k].state&3]++
+	}
+	for pl := range p.planes {
+		active += len(p.planes[pl].active)
+	}
+	return
+}

@@ -1,0 +1,1215 @@
+package mrc
+
+import (
+	"errors"
+	"math/bits"
+	"math/rand/v2"
+
+	"github.com/vcluster/vcluster/verbs"
+)
+
+var _ verbs.Transport = (*QP)(nil)
+
+// Connect errors.
+var (
+	ErrConnected = errors.New("mrc: QP already connected")
+	ErrAttrs     = errors.New("mrc: invalid QP attributes (QPN/PSN beyond 24 bits, MaxPSNRange beyond 255 or negative MaxWImm)")
+)
+
+// MRCStats are MRC-specific counters and gauges (QP.MRCStats).
+type MRCStats struct {
+	// EV pool: EVs per state and in the active sets.
+	EVGood, EVSkip, EVAssumedBad, EVDenied, EVActive int
+	EVTransitions                                    uint64
+
+	TrimNacksReceived        uint64 // requester: NACK TRIMMED
+	TrimLastHopNacksReceived uint64 // requester: NACK TRIMMED_LASTHOP
+	OtherNacksReceived       uint64 // requester: NO_BITMAP … PSN_OOR_WINDOW
+	UnexpEventsReceived      uint64
+	AckNaksReceived          uint64 // requester: AETH NAKs (remote access/op errors)
+
+	TrimRetransmits    uint64 // retransmissions caused by trim NACKs
+	FastRetransmits    uint64 // … by the fast-loss (SLEEK-like) rule
+	TimeoutRetransmits uint64 // … by ACK timeouts
+	NackRetransmits    uint64 // … by other NACKs
+	PlaneDownRetx      uint64 // … by SetPlaneStatus(down)
+
+	ProbesSent, ProbeReplies uint64
+
+	SACKsSent, NACKsSent, AcksSent uint64 // responder
+	OutOfWindow                    uint64 // responder: PSNs beyond the window
+	Malformed                      uint64 // packets that failed to decode or were misaddressed
+	CtrlDropped                    uint64 // control packets dropped (queue full)
+
+	RTTSamples uint64
+	LastRTT    int64
+	MinRTT     int64
+	CwndBytes  int64
+	MaxWnd     int64
+	BaseRTT    int64
+	Quadrants  [numQuadrants]uint64 // NSCC decisions, indexed by Quadrant
+}
+
+// ctrl kinds.
+const (
+	ctrlSACK uint8 = iota
+	ctrlAck
+	ctrlAckNak
+	ctrlNACK
+	ctrlProbe
+)
+
+type ctrlEnt struct {
+	kind      uint8
+	m         uint8
+	code      uint8
+	probeResp bool
+	rtxEcho   bool
+	ts        uint16
+	seq       uint16
+	psn       uint32
+	ev        uint32
+}
+
+// pktRec is the requester's state of one PSN in [cack+1, sndNxt).
+type pktRec struct {
+	wr       uint64 // work-request sequence number
+	off      uint32 // payload offset in the message
+	plen     uint32
+	sendTime int64
+	seq      uint64 // send sequence of the current transmission
+	ev       int32  // EV index of the current transmission
+	tx       uint8  // transmissions so far
+	attempts uint8  // timeouts and retry-counting NACKs
+	live     bool
+	acked    bool
+	inflight bool // counted in inflight bytes, timer armed
+	queued   bool // waiting in the retransmission queue
+	timedOut bool // last loss was a timeout: retransmit on another plane
+}
+
+type wrState struct {
+	wr       verbs.WorkRequest
+	firstPSN uint32
+	npkts    uint32
+	sent     uint32
+	started  bool
+	msn      uint16
+	rqmsn    uint16
+}
+
+type sendRec struct {
+	seq uint64
+	psn uint32
+}
+
+// Responder per-PSN flags.
+const (
+	rfLast uint8 = 1 << iota
+	rfImm
+	rfAR
+)
+
+// QP is one MRC queue pair: requester and responder as a pure state
+// machine (see the package documentation).
+type QP struct {
+	cfg    Config
+	mem    *verbs.Memory
+	qpn    uint32
+	state  verbs.QPState
+	local  verbs.QPAttrs
+	remote verbs.QPAttrs
+	rng    *rand.Rand
+	evs    evPool
+	cc     nscc
+	stats  verbs.QPStats
+	ms     MRCStats
+	comps  []verbs.Completion
+	rto    int64
+
+	// requester
+	sndMPR   int // PSNs the requester may send beyond cack
+	maxWImm  int
+	wrs      []wrState
+	wrHead   int // first WR not completed
+	wrCur    int // first WR not fully segmented
+	wrBase   uint64
+	msn      uint16
+	rqmsn    uint16
+	wimm     int
+	sndNxt   uint32
+	cack     uint32
+	recs     []pktRec
+	recMask  uint32
+	inflight int64
+	rtxQ     ring[uint32]
+	order    ring[sendRec]
+	timers   timerHeap
+	txSeq    uint64
+	hiAcked  uint64
+
+	// responder
+	rcvWin    int
+	ePSN      uint32
+	rbits     []uint64
+	rmask     uint32
+	rflags    []uint8
+	rimm      []uint32
+	rlen      []uint32
+	rcount    int // PSNs received above ePSN
+	sackBytes int
+	rcvdBytes uint64
+	rmsn      uint32
+	rcvPen    uint8
+	ctrl      []ctrlEnt
+	ctrlHead  int
+	ctrlN     int
+}
+
+// New returns a QP in the RESET state. cfg must be valid (Validate); New
+// panics otherwise, as it is a programming error. mem is the host's
+// registered memory, used both as the source of Writes and as their target
+// at the responder. All randomness comes from seed.
+func New(cfg Config, mem *verbs.Memory, qpn uint32, seed uint64) *QP {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	q := &QP{cfg: cfg, mem: mem, qpn: qpn & psnMask, rto: cfg.rto()}
+	q.rng = rand.New(rand.NewPCG(seed, uint64(qpn)^0x6d7263))
+	q.evs.init(&q.cfg, q.rng)
+	q.cc.init(ResolveNSCC(&q.cfg), cfg.DisableCC)
+	q.ctrl = make([]ctrlEnt, cfg.CtrlQueue)
+	return q
+}
+
+// QPN returns the local queue pair number.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// State returns the QP's lifecycle state.
+func (q *QP) State() verbs.QPState { return q.state }
+
+// Config returns the QP's configuration.
+func (q *QP) Config() Config { return q.cfg }
+
+// Connect records both sides' attributes and moves the QP to READY.
+// local.MaxPSNRange (or Config.MPR) is the receive window this side
+// offers; remote.MaxPSNRange (or Config.MPR) bounds what it sends, and
+// likewise remote.MaxWImm (or Config.MaxWImm) its WriteImms in flight.
+func (q *QP) Connect(local, remote verbs.QPAttrs) error {
+	if q.state != verbs.QPReset {
+		return ErrConnected
+	}
+	for _, a := range []*verbs.QPAttrs{&local, &remote} {
+		if a.QPN > psnMask || a.InitialPSN > psnMask || a.MaxPSNRange < 0 || a.MaxPSNRange > 255 || a.MaxWImm < 0 {
+			return ErrAttrs
+		}
+	}
+	q.local, q.remote = local, remote
+	rw := local.MaxPSNRange
+	if rw == 0 {
+		rw = q.cfg.MPR
+	}
+	sw := remote.MaxPSNRange
+	if sw == 0 {
+		sw = q.cfg.MPR
+	}
+	q.maxWImm = remote.MaxWImm
+	if q.maxWImm == 0 {
+		q.maxWImm = q.cfg.MaxWImm
+	}
+	q.sndMPR = sw * 128
+	n := 1
+	for n < q.sndMPR {
+		n <<= 1
+	}
+	q.recs = make([]pktRec, n)
+	q.recMask = uint32(n - 1)
+	q.sndNxt = local.InitialPSN
+	q.cack = psnAdd(local.InitialPSN, -1)
+
+	q.rcvWin = rw * 128
+	n = 128
+	for n < q.rcvWin {
+		n <<= 1
+	}
+	q.rbits = make([]uint64, n/64)
+	q.rflags = make([]uint8, n)
+	q.rimm = make([]uint32, n)
+	q.rlen = make([]uint32, n)
+	q.rmask = uint32(n - 1)
+	q.ePSN = remote.InitialPSN
+	q.state = verbs.QPReady
+	return nil
+}
+
+func psnAdd(a uint32, n int) uint32 { return uint32(int64(a)+int64(n)) & psnMask }
+
+// psnDiff returns a − b in 24-bit serial arithmetic (−2^23 .. 2^23−1).
+func psnDiff(a, b uint32) int { return int(int32((a-b)<<8) >> 8) }
+
+// Post validates and queues a work request.
+func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
+	switch q.state {
+	case verbs.QPReset:
+		return verbs.ErrNotReady
+	case verbs.QPError:
+		return verbs.ErrQPError
+	}
+	if wr.Op != verbs.OpWrite && wr.Op != verbs.OpWriteImm {
+		return verbs.ErrBadOpcode
+	}
+	if wr.Length > 1<<31 {
+		return verbs.ErrTooLong
+	}
+	if _, err := q.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length); err != nil {
+		return err
+	}
+	q.wrs = append(q.wrs, wrState{wr: wr})
+	q.stats.BytesPosted += wr.Length
+	return nil
+}
+
+func (q *QP) wrAt(seq uint64) *wrState { return &q.wrs[seq-q.wrBase] }
+
+func (q *QP) busy() bool { return q.wrHead < len(q.wrs) }
+
+// ---------------------------------------------------------------- Send
+
+// Send produces the next packet: queued control packets first (on any
+// plane), then retransmissions, then new data (on a plane in freePlanes).
+func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
+	if q.state != verbs.QPReady {
+		return verbs.Tx{}, false
+	}
+	if q.ctrlN > 0 {
+		return q.sendCtrl(now, buf)
+	}
+	return q.sendData(now, freePlanes, buf)
+}
+
+func (q *QP) cwnd() int64 { return q.cc.window() }
+
+func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
+	if free == 0 || !q.evs.canSend(free) {
+		return verbs.Tx{}, false
+	}
+	cwnd := q.cwnd()
+	for q.rtxQ.len() > 0 {
+		psn := *q.rtxQ.front()
+		r := &q.recs[psn&q.recMask]
+		if !q.inFlightRange(psn) || !r.live || r.acked || !r.queued || r.inflight {
+			q.rtxQ.pop()
+			if q.inFlightRange(psn) && r.live && !r.inflight {
+				r.queued = false
+			}
+			continue
+		}
+		if q.inflight > 0 && q.inflight+int64(r.plen) > cwnd {
+			return verbs.Tx{}, false
+		}
+		avoid := -1
+		if r.timedOut {
+			avoid = int(q.evs.evs[r.ev].plane)
+		}
+		ev := q.evs.pick(now, free, r.ev, avoid)
+		if ev < 0 {
+			return verbs.Tx{}, false
+		}
+		q.rtxQ.pop()
+		r.queued = false
+		return q.emitData(now, psn, r, ev, true, buf), true
+	}
+	if q.wrCur >= len(q.wrs) || psnDiff(q.sndNxt, q.cack) > q.sndMPR {
+		return verbs.Tx{}, false
+	}
+	w := &q.wrs[q.wrCur]
+	if !w.started && w.wr.Op == verbs.OpWriteImm && q.wimm >= q.maxWImm {
+		return verbs.Tx{}, false
+	}
+	pmtu := uint64(q.cfg.PMTU)
+	off := uint64(w.sent) * pmtu
+	plen := min(pmtu, w.wr.Length-min(off, w.wr.Length))
+	if q.inflight > 0 && q.inflight+int64(plen) > cwnd {
+		return verbs.Tx{}, false
+	}
+	ev := q.evs.pick(now, free, -1, -1)
+	if ev < 0 {
+		return verbs.Tx{}, false
+	}
+	if !w.started {
+		w.started = true
+		w.firstPSN = q.sndNxt
+		w.npkts = uint32(max(1, (w.wr.Length+pmtu-1)/pmtu))
+		w.msn = q.msn
+		q.msn++
+		if w.wr.Op == verbs.OpWriteImm {
+			w.rqmsn = q.rqmsn
+			q.rqmsn++
+			q.wimm++
+		}
+	}
+	psn := q.sndNxt
+	q.sndNxt = psnAdd(psn, 1)
+	r := &q.recs[psn&q.recMask]
+	*r = pktRec{wr: q.wrBase + uint64(q.wrCur), off: uint32(off), plen: uint32(plen), live: true}
+	w.sent++
+	if w.sent == w.npkts {
+		q.wrCur++
+	}
+	return q.emitData(now, psn, r, ev, false, buf), true
+}
+
+// timeoutFor returns the ACK timeout of a transmission after attempts
+// timeouts: the base RTO for the linear retries, then doubling.
+func (q *QP) timeoutFor(attempts uint8) int64 {
+	k := int(attempts) - q.cfg.RetryLinear
+	if k <= 0 {
+		return q.rto
+	}
+	return q.rto << uint(min(k, 20))
+}
+
+func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf []byte) verbs.Tx {
+	w := q.wrAt(r.wr)
+	pmtu := uint32(q.cfg.PMTU)
+	idx := r.off / pmtu
+	first, last := idx == 0, idx == w.npkts-1
+	imm := w.wr.Op == verbs.OpWriteImm
+	var op uint8
+	switch {
+	case first && last && imm:
+		op = OpWriteOnlyImm
+	case first && last:
+		op = OpWriteOnly
+	case last && imm:
+		op = OpWriteLastImm
+	case last:
+		op = OpWriteLast
+	case first:
+		op = OpWriteFirst
+	default:
+		op = OpWriteMiddle
+	}
+	r.ev = ev
+	r.sendTime = now
+	q.txSeq++
+	r.seq = q.txSeq
+	r.tx++
+	r.inflight = true
+	q.inflight += int64(r.plen)
+	// AckReq: on the last packet of a message, and whenever this packet
+	// closes the window (cwnd or MPR), so the responder never sits on
+	// unacknowledged data below its byte threshold.
+	ar := last || q.inflight+int64(q.cfg.PMTU) > q.cwnd() || psnDiff(psn, q.cack) >= q.sndMPR
+	h := DataHeader{
+		BTH:   BTH{Opcode: op, PKey: DefaultPKey, DestQP: q.remote.QPN, AckReq: ar, Rtx: rtx, TS: true, PSN: psn},
+		METH:  METH{RQMSN: w.rqmsn, MSN: w.msn},
+		TSETH: TSETH{TS: uint16(now >> 7)},
+		RETH:  RETH{VA: w.wr.RemoteVA + uint64(r.off), RKey: w.wr.RemoteKey, DMALen: uint32(w.wr.Length)},
+		Imm:   w.wr.Imm,
+	}
+	hl, _ := h.Encode(buf)
+	n := hl
+	if src, err := q.mem.Bytes(w.wr.LocalKey, w.wr.LocalVA+uint64(r.off), uint64(r.plen)); err == nil && src != nil {
+		n += copy(buf[hl:], src)
+		putICRC(buf[n:])
+		n += ICRCLen
+	}
+	q.order.push(sendRec{seq: r.seq, psn: psn})
+	q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
+	dscp := uint8(verbs.DSCPTrimmable)
+	if rtx {
+		dscp = verbs.DSCPTrimmableRetx
+		q.stats.Retransmissions++
+	} else {
+		q.stats.DataPacketsSent++
+	}
+	return verbs.Tx{Len: n, WireLen: hl + int(r.plen) + ICRCLen, DstHost: q.remote.Host,
+		EV: q.evs.evs[ev].ev, DSCP: dscp, ECT: true}
+}
+
+func (q *QP) pushCtrl(e ctrlEnt) {
+	if q.ctrlN == len(q.ctrl) {
+		q.ms.CtrlDropped++
+		return
+	}
+	q.ctrl[(q.ctrlHead+q.ctrlN)&(len(q.ctrl)-1)] = e
+	q.ctrlN++
+}
+
+func (q *QP) sendCtrl(now int64, buf []byte) (verbs.Tx, bool) {
+	e := q.ctrl[q.ctrlHead]
+	q.ctrlHead = (q.ctrlHead + 1) & (len(q.ctrl) - 1)
+	q.ctrlN--
+	cack := psnAdd(q.ePSN, -1)
+	bth := BTH{PKey: DefaultPKey, DestQP: q.remote.QPN, PSN: cack}
+	var n int
+	switch e.kind {
+	case ctrlSACK:
+		s := SETH{M: e.m, ProbeResp: e.probeResp, RtxEcho: e.rtxEcho, EV: e.ev, CackPSN: cack,
+			MPR: uint8(q.rcvWin / 128)}
+		ao := psnDiff(e.psn, cack)
+		s.AckOffset = int16(max(-1<<15, min(1<<15-1, ao)))
+		off := 1
+		if o := psnDiff(e.psn, q.ePSN); o > 47 {
+			off = o - 46
+		}
+		s.SackOffset = uint16(off)
+		s.Bitmap = q.sackBits(psnAdd(cack, off))
+		c := CCState{TSEcho: e.ts, OOOCount: uint16(min(q.rcount, 0x7fff)), RcvCwndPen: q.rcvPen,
+			RcvdBytes: uint32(q.rcvdBytes>>8) & psnMask}
+		n, _ = EncodeSACK(buf, bth, &s, &c)
+		q.ms.SACKsSent++
+	case ctrlAck:
+		n, _ = EncodeAck(buf, bth, AETH{Syndrome: AckSyndrome, MSN: q.rmsn})
+		q.ms.AcksSent++
+	case ctrlAckNak:
+		bth.PSN = e.psn
+		n, _ = EncodeAck(buf, bth, AETH{Syndrome: e.code, MSN: q.rmsn})
+		q.ms.AcksSent++
+	case ctrlNACK:
+		bth.PSN = e.psn
+		n, _ = EncodeNACK(buf, bth, &NETH{Code: e.code, RtxEcho: e.rtxEcho, TSEcho: e.ts, EV: e.ev, PSN: e.psn})
+		q.ms.NACKsSent++
+	case ctrlProbe:
+		bth.PSN = psnAdd(q.sndNxt, -1)
+		n, _ = EncodeProbe(buf, bth, PETH{EV: e.ev, Seq: e.seq, TS: uint16(now >> 7)})
+		q.ms.ProbesSent++
+	}
+	q.stats.ControlPacketsSent++
+	return verbs.Tx{Len: n, WireLen: n, DstHost: q.remote.Host, EV: e.ev, DSCP: verbs.DSCPControl}, true
+}
+
+// sackBits returns the 64 receive-bitmap bits from PSN base, masked to the
+// window [ePSN, ePSN+rcvWin).
+func (q *QP) sackBits(base uint32) uint64 {
+	valid := psnDiff(psnAdd(q.ePSN, q.rcvWin), base)
+	if valid <= 0 {
+		return 0
+	}
+	idx := base & q.rmask
+	nw := uint32(len(q.rbits))
+	w, sh := idx>>6, idx&63
+	v := q.rbits[w] >> sh
+	if sh != 0 {
+		v |= q.rbits[(w+1)&(nw-1)] << (64 - sh)
+	}
+	if valid < 64 {
+		v &= 1<<uint(valid) - 1
+	}
+	return v
+}
+
+// ---------------------------------------------------------------- Receive
+
+// Receive consumes one packet addressed to this QP.
+func (q *QP) Receive(now int64, rx *verbs.Rx) {
+	if q.state != verbs.QPReady {
+		return
+	}
+	b := rx.Data
+	if len(b) < BTHLen {
+		q.ms.Malformed++
+		return
+	}
+	if dq, _ := verbs.DestQP(b); dq != q.qpn {
+		q.ms.Malformed++
+		return
+	}
+	switch op := b[0]; {
+	case IsDataOpcode(op):
+		q.rcvData(now, rx)
+	case op == OpSACK:
+		q.rcvSACK(now, rx)
+	case op == OpNACK:
+		q.rcvNACK(now, rx)
+	case op == OpAck:
+		q.rcvAck(now, rx)
+	case op == OpProbe:
+		q.rcvProbe(now, rx)
+	default:
+		q.ms.Malformed++
+	}
+}
+
+func (q *QP) rgot(psn uint32) bool {
+	i := psn & q.rmask
+	return q.rbits[i>>6]&(1<<(i&63)) != 0
+}
+
+func (q *QP) queueSACK(psn, ev uint32, m uint8, rtx bool, ts uint16, probe bool) {
+	q.sackBytes = 0
+	q.pushCtrl(ctrlEnt{kind: ctrlSACK, psn: psn, ev: ev, m: m, rtxEcho: rtx, ts: ts, probeResp: probe})
+}
+
+func (q *QP) queueNACK(code uint8, psn, ev uint32, rtx bool, ts uint16) {
+	q.pushCtrl(ctrlEnt{kind: ctrlNACK, code: code, psn: psn, ev: ev, rtxEcho: rtx, ts: ts})
+}
+
+// rcvData is the responder's handling of a WRITE packet.
+func (q *QP) rcvData(now int64, rx *verbs.Rx) {
+	b := rx.Data
+	m := PathNone
+	if rx.CE {
+		m = PathSkipOnce
+		q.stats.ECNMarksReceived++
+	}
+	if rx.Trimmed {
+		bth, err := DecodeBTH(b)
+		if err != nil {
+			q.ms.Malformed++
+			return
+		}
+		q.stats.TrimmedReceived++
+		var ts uint16
+		if bth.TS && len(b) >= BTHLen+METHLen+2 {
+			ts = uint16(b[BTHLen+METHLen])<<8 | uint16(b[BTHLen+METHLen+1])
+		}
+		d := psnDiff(bth.PSN, q.ePSN)
+		switch {
+		case d >= q.rcvWin:
+			q.ms.OutOfWindow++
+			q.queueNACK(NackPSNOutOfWindow, bth.PSN, rx.EV, bth.Rtx, ts)
+		case d < 0 || q.rgot(bth.PSN):
+			q.stats.DuplicatesReceived++
+			q.queueSACK(bth.PSN, rx.EV, m, bth.Rtx, ts, false)
+		default:
+			code := NackTrimmed
+			if rx.LastHop {
+				code = NackTrimmedLastHop
+			}
+			q.queueNACK(code, bth.PSN, rx.EV, bth.Rtx, ts)
+		}
+		return
+	}
+	var h DataHeader
+	hl, err := DecodeData(b, &h)
+	if err != nil {
+		q.ms.Malformed++
+		return
+	}
+	psn := h.BTH.PSN
+	ts := h.TSETH.TS
+	plen := rx.WireLen - hl - ICRCLen
+	if plen < 0 || plen > q.cfg.PMTU || uint64(plen) > uint64(h.RETH.DMALen) ||
+		(plen == 0 && h.RETH.DMALen != 0) {
+		q.queueNACK(NackUnexpEvent, psn, rx.EV, h.BTH.Rtx, ts)
+		return
+	}
+	d := psnDiff(psn, q.ePSN)
+	if d < 0 {
+		// Below ePSN: Transport ACK plus SACK.
+		q.stats.DuplicatesReceived++
+		q.pushCtrl(ctrlEnt{kind: ctrlAck, ev: rx.EV})
+		q.queueSACK(psn, rx.EV, m, h.BTH.Rtx, ts, false)
+		return
+	}
+	if d >= q.rcvWin {
+		q.ms.OutOfWindow++
+		q.queueNACK(NackPSNOutOfWindow, psn, rx.EV, h.BTH.Rtx, ts)
+		return
+	}
+	if q.rgot(psn) {
+		q.stats.DuplicatesReceived++
+		q.queueSACK(psn, rx.EV, m, h.BTH.Rtx, ts, false)
+		return
+	}
+	var mr *verbs.MR
+	if plen > 0 { // a zero-length Write touches no memory: any key goes
+		if mr, err = q.mem.Lookup(h.RETH.RKey, h.RETH.VA, uint64(plen)); err != nil {
+			q.pushCtrl(ctrlEnt{kind: ctrlAckNak, code: NakRemoteAccessError, psn: psn, ev: rx.EV})
+			return
+		}
+	}
+	if mr != nil && mr.Buf != nil && len(b) >= hl+plen {
+		copy(mr.Buf[h.RETH.VA-mr.VA:], b[hl:hl+plen])
+	}
+	q.stats.BytesPlaced += uint64(plen)
+	i := psn & q.rmask
+	q.rbits[i>>6] |= 1 << (i & 63)
+	var f uint8
+	if IsLast(h.BTH.Opcode) {
+		f |= rfLast
+	}
+	if HasImm(h.BTH.Opcode) {
+		f |= rfImm
+		q.rimm[i] = h.Imm
+		q.rlen[i] = h.RETH.DMALen
+	}
+	if h.BTH.AckReq {
+		f |= rfAR
+	}
+	q.rflags[i] = f
+	q.rcount++
+	q.sackBytes += rx.WireLen
+	q.rcvdBytes += uint64(rx.WireLen)
+	arPassed := q.advance()
+	if q.sackBytes >= q.cfg.SackThresholdBytes || h.BTH.AckReq || rx.CE || h.BTH.Rtx || arPassed {
+		q.queueSACK(psn, rx.EV, m, h.BTH.Rtx, ts, false)
+	}
+}
+
+// advance moves ePSN over received PSNs, completing WriteImms in order. It
+// reports whether it passed a packet that requested an ACK.
+func (q *QP) advance() bool {
+	ar := false
+	for q.rgot(q.ePSN) {
+		i := q.ePSN & q.rmask
+		q.rbits[i>>6] &^= 1 << (i & 63)
+		f := q.rflags[i]
+		if f&rfLast != 0 {
+			q.rmsn = (q.rmsn + 1) & psnMask
+		}
+		if f&rfImm != 0 {
+			q.comps = append(q.comps, verbs.Completion{QPN: q.qpn, Op: verbs.OpRecvImm,
+				Status: verbs.StatusOK, Bytes: uint64(q.rlen[i]), Imm: q.rimm[i]})
+		}
+		if f&rfAR != 0 {
+			ar = true
+		}
+		q.rflags[i] = 0
+		q.rcount--
+		q.ePSN = psnAdd(q.ePSN, 1)
+	}
+	return ar
+}
+
+func (q *QP) rcvProbe(now int64, rx *verbs.Rx) {
+	_, p, err := DecodeProbe(rx.Data)
+	if err != nil {
+		q.ms.Malformed++
+		return
+	}
+	m := PathNone
+	if rx.CE {
+		m = PathSkipOnce
+	}
+	q.queueSACK(psnAdd(q.ePSN, -1), rx.EV, m, false, p.TS, true)
+}
+
+// inFlightRange reports whether psn is in (cack, sndNxt).
+func (q *QP) inFlightRange(psn uint32) bool {
+	return psnDiff(psn, q.cack) > 0 && psnDiff(psn, q.sndNxt) < 0
+}
+
+func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
+	_, s, c, err := DecodeSACK(rx.Data)
+	if err != nil {
+		q.ms.Malformed++
+		return
+	}
+	cack := s.CackPSN
+	if psnDiff(cack, psnAdd(q.sndNxt, -1)) > 0 {
+		q.ms.Malformed++ // acknowledges PSNs never sent
+		return
+	}
+	evi := q.evs.lookup(s.EV)
+	if s.ProbeResp {
+		q.ms.ProbeReplies++
+		if evi >= 0 && q.evs.evs[evi].state == EVAssumedBad {
+			if s.M == PathSkipOnce {
+				q.evs.set(evi, EVSkip, now)
+			} else {
+				q.evs.set(evi, EVGood, now)
+			}
+		}
+	} else if evi >= 0 {
+		switch s.M {
+		case PathSkipOnce:
+			q.evs.skip(evi, now)
+		case PathAlwaysSkip:
+			q.evs.markBad(evi, now)
+		}
+	}
+	// RTT sample from the triggering packet (first transmissions only).
+	var delay int64
+	hasDelay := false
+	if trig := psnAdd(cack, int(s.AckOffset)); !s.ProbeResp && !s.RtxEcho && q.inFlightRange(trig) {
+		r := &q.recs[trig&q.recMask]
+		if r.live && r.tx == 1 {
+			rtt := now - r.sendTime
+			q.sampleRTT(rtt)
+			delay, hasDelay = max(0, rtt-int64(q.cc.p.BaseRTT)), true
+		}
+	}
+	newly := q.ackCumulative(cack)
+	base := psnAdd(cack, int(s.SackOffset))
+	for bm := s.Bitmap; bm != 0; bm &= bm - 1 {
+		p := psnAdd(base, bits.TrailingZeros64(bm))
+		if q.inFlightRange(p) {
+			if r := &q.recs[p&q.recMask]; r.live && !r.acked {
+				newly += q.ackRec(r)
+			}
+		}
+	}
+	q.cc.onAck(now, newly, delay, hasDelay, s.M == PathSkipOnce && !s.ProbeResp, q.inflight)
+	q.cc.onPenalty(c.RcvCwndPen)
+	q.detectLoss(now)
+	q.completeWRs()
+}
+
+func (q *QP) sampleRTT(rtt int64) {
+	q.stats.RTTSamples++
+	q.stats.LastRTT = rtt
+	if q.stats.MinRTT == 0 || rtt < q.stats.MinRTT {
+		q.stats.MinRTT = rtt
+	}
+	q.cc.onRTT(rtt)
+}
+
+// ackCumulative acknowledges every PSN up to cack and frees their records.
+func (q *QP) ackCumulative(cack uint32) int64 {
+	var newly int64
+	for psnDiff(cack, q.cack) > 0 {
+		p := psnAdd(q.cack, 1)
+		r := &q.recs[p&q.recMask]
+		if r.live && !r.acked {
+			newly += q.ackRec(r)
+		}
+		r.live = false
+		q.cack = p
+	}
+	return newly
+}
+
+func (q *QP) ackRec(r *pktRec) int64 {
+	r.acked = true
+	if r.inflight {
+		r.inflight = false
+		q.inflight -= int64(r.plen)
+	}
+	if r.tx == 1 {
+		if r.seq > q.hiAcked {
+			q.hiAcked = r.seq
+		}
+		q.evs.evs[r.ev].losses = 0
+	}
+	return int64(r.plen)
+}
+
+// lose takes a PSN's current transmission out of flight and queues it for
+// retransmission.
+func (q *QP) lose(psn uint32, r *pktRec) {
+	if r.inflight {
+		r.inflight = false
+		q.inflight -= int64(r.plen)
+	}
+	if !r.queued {
+		r.queued = true
+		q.rtxQ.push(psn)
+	}
+}
+
+// sleekThreshold is the fast-loss threshold in packets.
+func (q *QP) sleekThreshold() uint64 {
+	mtu := float64(q.cfg.PMTU)
+	t := min(q.cfg.SleekFactor*q.cc.cwnd, q.cc.p.MaxWnd) / mtu
+	return uint64(max(float64(q.cfg.SleekMinPackets), t))
+}
+
+// detectLoss applies the fast-loss rule ([I], SLEEK-like, per hole): a
+// transmission is lost once transmissions sent ≥ threshold after it have
+// been acknowledged. Such a silent loss counts against its EV
+// (EVLossThreshold consecutive ones → ASSUMED_BAD).
+func (q *QP) detectLoss(now int64) {
+	thr := q.sleekThreshold()
+	for q.order.len() > 0 {
+		f := q.order.front()
+		if f.seq+thr > q.hiAcked {
+			return
+		}
+		sr := q.order.pop()
+		r := &q.recs[sr.psn&q.recMask]
+		if !r.live || r.acked || !r.inflight || r.seq != sr.seq || !q.inFlightRange(sr.psn) {
+			continue
+		}
+		q.lose(sr.psn, r)
+		r.timedOut = false
+		q.ms.FastRetransmits++
+		q.cc.onLoss()
+		e := &q.evs.evs[r.ev]
+		if e.losses < 255 {
+			e.losses++
+		}
+		if e.losses >= q.evs.lossThr {
+			q.evs.markBad(r.ev, now)
+		}
+	}
+}
+
+func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
+	_, n, err := DecodeNACK(rx.Data)
+	if err != nil {
+		q.ms.Malformed++
+		return
+	}
+	switch n.Code {
+	case NackTrimmed:
+		q.ms.TrimNacksReceived++
+	case NackTrimmedLastHop:
+		q.ms.TrimLastHopNacksReceived++
+	case NackUnexpEvent:
+		q.ms.UnexpEventsReceived++
+	default:
+		q.ms.OtherNacksReceived++
+	}
+	q.stats.NacksReceived++
+	if !q.inFlightRange(n.PSN) {
+		if n.Code == NackUnexpEvent {
+			q.fail(verbs.StatusRemoteOp, q.wrBase+uint64(q.wrHead))
+		}
+		return
+	}
+	r := &q.recs[n.PSN&q.recMask]
+	if !r.live || r.acked {
+		return
+	}
+	evi := q.evs.lookup(n.EV)
+	current := r.inflight && evi == r.ev // the NACK is about the current transmission
+	switch n.Code {
+	case NackTrimmed, NackTrimmedLastHop:
+		if !current {
+			return
+		}
+		q.lose(n.PSN, r)
+		r.timedOut = false
+		q.ms.TrimRetransmits++
+		if q.cfg.TrimReaction {
+			if n.Code == NackTrimmed {
+				q.evs.skip(evi, now)
+			}
+			q.cc.onTrim(now, int64(r.plen), q.inflight)
+		}
+	case NackNoBitmap, NackNoPktBuffer, NackNoResource, NackPSNOutOfWindow:
+		if !current {
+			return
+		}
+		r.attempts++
+		if q.retryExceeded(r.attempts) {
+			q.fail(verbs.StatusRetryExceeded, r.wr)
+			return
+		}
+		q.lose(n.PSN, r)
+		r.timedOut = false
+		q.ms.NackRetransmits++
+	case NackUnexpEvent:
+		q.fail(verbs.StatusRemoteOp, r.wr)
+	}
+}
+
+func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
+	bth, a, err := DecodeAck(rx.Data)
+	if err != nil {
+		q.ms.Malformed++
+		return
+	}
+	if a.Syndrome>>5 == 0b011 { // AETH NAK
+		q.ms.AckNaksReceived++
+		wr := q.wrBase + uint64(q.wrHead)
+		if q.inFlightRange(bth.PSN) {
+			if r := &q.recs[bth.PSN&q.recMask]; r.live {
+				wr = r.wr
+			}
+		}
+		switch a.Syndrome & 0x1f {
+		case NakRemoteAccessError & 0x1f:
+			q.fail(verbs.StatusRemoteAccess, wr)
+		default:
+			q.fail(verbs.StatusRemoteOp, wr)
+		}
+		return
+	}
+	if a.Syndrome>>5 != 0 {
+		return
+	}
+	if psnDiff(bth.PSN, psnAdd(q.sndNxt, -1)) > 0 {
+		q.ms.Malformed++
+		return
+	}
+	newly := q.ackCumulative(bth.PSN)
+	if newly > 0 {
+		q.cc.onAck(now, newly, 0, false, false, q.inflight)
+	}
+	q.detectLoss(now)
+	q.completeWRs()
+}
+
+// completeWRs completes, in post order, the WRs whose every PSN is
+// cumulatively acknowledged.
+func (q *QP) completeWRs() {
+	for q.wrHead < q.wrCur {
+		w := &q.wrs[q.wrHead]
+		if psnDiff(q.cack, psnAdd(w.firstPSN, int(w.npkts)-1)) < 0 {
+			break
+		}
+		q.comps = append(q.comps, verbs.Completion{WRID: w.wr.ID, QPN: q.qpn, Op: w.wr.Op,
+			Status: verbs.StatusOK, Bytes: w.wr.Length})
+		q.stats.BytesCompleted += w.wr.Length
+		if w.wr.Op == verbs.OpWriteImm {
+			q.wimm--
+		}
+		q.wrHead++
+	}
+	if q.wrHead >= 256 && 2*q.wrHead >= len(q.wrs) {
+		n := copy(q.wrs, q.wrs[q.wrHead:])
+		clear(q.wrs[n:])
+		q.wrs = q.wrs[:n]
+		q.wrBase += uint64(q.wrHead)
+		q.wrCur -= q.wrHead
+		q.wrHead = 0
+	}
+}
+
+func (q *QP) retryExceeded(attempts uint8) bool {
+	if q.cfg.RetryExp >= 25 {
+		return false
+	}
+	return int(attempts) > q.cfg.RetryLinear+q.cfg.RetryExp
+}
+
+// fail moves the QP to ERROR: WR failing completes with status, every
+// other outstanding WR with StatusFlushed, in post order.
+func (q *QP) fail(status verbs.Status, failing uint64) {
+	if q.state == verbs.QPError {
+		return
+	}
+	q.state = verbs.QPError
+	for k := q.wrHead; k < len(q.wrs); k++ {
+		w := &q.wrs[k]
+		st := verbs.StatusFlushed
+		if q.wrBase+uint64(k) == failing {
+			st = status
+		}
+		q.comps = append(q.comps, verbs.Completion{WRID: w.wr.ID, QPN: q.qpn, Op: w.wr.Op, Status: st})
+	}
+	q.wrBase += uint64(len(q.wrs))
+	q.wrs = q.wrs[:0]
+	q.wrHead, q.wrCur = 0, 0
+	q.rtxQ.clear()
+	q.order.clear()
+	q.timers = q.timers[:0]
+	q.ctrlN = 0
+	q.inflight = 0
+}
+
+// ---------------------------------------------------------------- timers
+
+func (q *QP) timerLive(t *timerEnt) bool {
+	r := &q.recs[t.psn&q.recMask]
+	return r.live && r.inflight && !r.acked && r.seq == t.seq
+}
+
+// Deadline returns the earliest time the QP needs Tick: the first live
+// per-packet ACK timer, or the next probe of an ASSUMED_BAD EV while the
+// requester has work.
+func (q *QP) Deadline() (int64, bool) {
+	if q.state != verbs.QPReady {
+		return 0, false
+	}
+	for len(q.timers) > 0 && !q.timerLive(&q.timers[0]) {
+		q.timers.pop()
+	}
+	at, ok := int64(0), false
+	if len(q.timers) > 0 {
+		at, ok = q.timers[0].at, true
+	}
+	if q.evs.nBad > 0 && q.busy() && (!ok || q.evs.nextProbeAt < at) {
+		at, ok = q.evs.nextProbeAt, true
+	}
+	return at, ok
+}
+
+// Tick runs the timers due at now: packet timeouts (retransmission,
+// EV → ASSUMED_BAD, retry accounting) and probes.
+func (q *QP) Tick(now int64) {
+	if q.state != verbs.QPReady {
+		return
+	}
+	for len(q.timers) > 0 && q.timers[0].at <= now && q.state == verbs.QPReady {
+		t := q.timers.pop()
+		if !q.timerLive(&t) {
+			continue
+		}
+		q.timeout(now, t.psn, &q.recs[t.psn&q.recMask])
+	}
+	if q.state == verbs.QPReady && q.evs.nBad > 0 && q.busy() && now >= q.evs.nextProbeAt {
+		q.probe(now)
+	}
+}
+
+func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
+	q.stats.Timeouts++
+	if r.attempts < 255 {
+		r.attempts++
+	}
+	if q.retryExceeded(r.attempts) {
+		q.fail(verbs.StatusRetryExceeded, r.wr)
+		return
+	}
+	q.evs.markBad(r.ev, now) // silent timeout: the path is presumed failed
+	q.lose(psn, r)
+	r.timedOut = true
+	q.ms.TimeoutRetransmits++
+	q.cc.onLoss()
+}
+
+// probe queues a reliability probe on every ASSUMED_BAD EV that is due.
+func (q *QP) probe(now int64) {
+	for k := range q.evs.evs {
+		e := &q.evs.evs[k]
+		if e.state != EVAssumedBad || e.nextProbe > now {
+			continue
+		}
+		e.nextProbe = now + q.evs.probeIvl
+		if !q.evs.planes[e.plane].up {
+			continue
+		}
+		e.probeSeq++
+		q.pushCtrl(ctrlEnt{kind: ctrlProbe, ev: e.ev, seq: e.probeSeq})
+	}
+	q.evs.recomputeProbe()
+}
+
+// PollCompletions appends finished completions to dst and forgets them.
+func (q *QP) PollCompletions(dst []verbs.Completion) []verbs.Completion {
+	dst = append(dst, q.comps...)
+	q.comps = q.comps[:0]
+	return dst
+}
+
+// Stats returns the QP's counters.
+func (q *QP) Stats() verbs.QPStats {
+	s := q.stats
+	s.CwndBytes = q.cc.window()
+	return s
+}
+
+// MRCStats returns MRC-specific counters and gauges.
+func (q *QP) MRCStats() MRCStats {
+	s := q.ms
+	c, act := q.evs.counts()
+	s.EVGood, s.EVSkip, s.EVAssumedBad, s.EVDenied, s.EVActive = c[EVGood], c[EVSkip], c[EVAssumedBad], c[EVDenied], act
+	s.EVTransitions = q.evs.transitions
+	s.RTTSamples = q.stats.RTTSamples
+	s.LastRTT, s.MinRTT = q.stats.LastRTT, q.stats.MinRTT
+	s.CwndBytes = q.cc.window()
+	s.MaxWnd = int64(q.cc.p.MaxWnd)
+	s.BaseRTT = int64(q.cc.p.BaseRTT)
+	s.Quadrants = q.cc.quadrants
+	return s
+}
+
+// NSCC returns the QP's current NSCC constants (base_rtt and maxwnd follow
+// the measured minimum RTT).
+func (q *QP) NSCC() NSCCParams { return q.cc.p }
+
+// ---------------------------------------------------------------- control
+
+// SetPlaneStatus marks plane's port (this side's or, from a Port Status
+// Update, the peer's) down or up. A down plane carries no data; packets in
+// flight on it are retransmitted elsewhere at once, without penalising
+// their EVs. EV states are kept, so the plane resumes as it was.
+func (q *QP) SetPlaneStatus(plane int, up bool) {
+	if plane < 0 || plane >= len(q.evs.planes) {
+		return
+	}
+	ps := &q.evs.planes[plane]
+	if ps.up == up {
+		return
+	}
+	ps.up = up
+	if up || q.state != verbs.QPReady {
+		return
+	}
+	for p := psnAdd(q.cack, 1); psnDiff(p, q.sndNxt) < 0; p = psnAdd(p, 1) {
+		r := &q.recs[p&q.recMask]
+		if r.live && r.inflight && int(q.evs.evs[r.ev].plane) == plane {
+			q.lose(p, r)
+			r.timedOut = false
+			q.ms.PlaneDownRetx++
+		}
+	}
+}
+
+// ApplyPortStatus applies a peer's Port Status Update: bit p of mask set ⇔
+// plane p up.
+func (q *QP) ApplyPortStatus(mask uint32) {
+	for p := range q.evs.planes {
+		q.SetPlaneStatus(p, mask&(1<<uint(p)) != 0)
+	}
+}
+
+// PlaneUp reports whether plane carries data.
+func (q *QP) PlaneUp(plane int) bool {
+	return plane >= 0 && plane < len(q.evs.planes) && q.evs.planes[plane].up
+}
+
+// SetReceiverPenalty sets the rcv_cwnd_pen (0..127) this side returns in
+// its SACKs: 64 halves the peer's window, 127 leaves one packet per RTT.
+func (q *QP) SetReceiverPenalty(pen uint8) { q.rcvPen = min(pen, 127) }
+
+// EVStates returns every EV of the pool with its plane, path choice and
+// state, as a controller sees them (SKIP is reported as such; a controller
+// following mrc_ctl.h treats it as GOOD).
+func (q *QP) EVStates() []EVInfo {
+	out := make([]EVInfo, len(q.evs.evs))
+	for k := range q.evs.evs {
+		e := &q.evs.evs[k]
+		out[k] = EVInfo{EV: e.ev, Plane: int(e.plane), Choice: evChoice(e.ev), State: e.state, Active: e.active}
+	}
+	return out
+}
+
+// EVState returns the state of ev.
+func (q *QP) EVState(ev uint32) (EVState, error) {
+	i := q.evs.lookup(ev)
+	if i < 0 {
+		return 0, ErrUnknownEV
+	}
+	return q.evs.evs[i].state, nil
+}
+
+// DenyEV forbids ev (controller command): it leaves the active set and is
+// not probed. now is not needed: denial has no timer.
+func (q *QP) DenyEV(ev uint32) error {
+	i := q.evs.lookup(ev)
+	if i < 0 {
+		return ErrUnknownEV
+	}
+	q.evs.set(i, EVDenied, 0)
+	return nil
+}
+
+// AllowEV returns ev to GOOD (controller command), whatever its state.
+func (q *QP) AllowEV(ev uint32) error {
+	i := q.evs.lookup(ev)
+	if i < 0 {
+		return ErrUnknownEV
+	}
+	q.evs.set(i, EVGood, 0)
+	return nil
+}
+
+// DenyPath denies every EV of plane whose path-choice bits equal choice
+// and returns how many.
+func (q *QP) DenyPath(plane, choice int) int { return q.pathCmd(plane, choice, EVDenied) }
+
+// AllowPath returns every DENIED EV of plane and choice to GOOD.
+func (q *QP) AllowPath(plane, choice int) int { return q.pathCmd(plane, choice, EVGood) }
+
+func (q *QP) pathCmd(plane, choice int, s EVState) int {
+	n := 0
+	for k := range q.evs.evs {
+		e := &q.evs.evs[k]
+		if int(e.plane) != plane || evChoice(e.ev) != choice {
+			continue
+		}
+		if s == EVGood && e.state != EVDenied {
+			continue
+		}
+		if q.evs.set(int32(k), s, 0) {
+			n++
+		}
+	}
+	return n
+}
