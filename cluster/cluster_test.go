@@ -9,7 +9,7 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func load(t *testing.T, sets ...string) config.Config {
+func load(t testing.TB, sets ...string) config.Config {
 	t.Helper()
 	c, err := config.Load("", sets)
 	if err != nil {

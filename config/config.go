@@ -39,6 +39,8 @@ const (
 const (
 	TransportMRC  = "mrc"
 	TransportRoCE = "roce"
+	PayloadReal   = "real"
+	PayloadElided = "elided"
 )
 
 // Pacing modes.
@@ -186,7 +188,49 @@ type HostConfig struct {
 type TransportConfig struct {
 	// Kind is "mrc" or "roce".
 	Kind string `mapstructure:"kind" yaml:"kind" json:"kind"`
+	// QPsPerConnection is how many QPs connect each pair of hosts that
+	// talk (RoCE spreads them over planes and ECMP paths); 1..64.
+	QPsPerConnection int `mapstructure:"qpsPerConnection" yaml:"qpsPerConnection" json:"qpsPerConnection"`
+	// Payload is "real" (bytes are carried and placed: integrity checks
+	// work) or "elided" (headers only, lengths accounted: large runs).
+	Payload string              `mapstructure:"payload" yaml:"payload" json:"payload"`
+	MRC     MRCTransportConfig  `mapstructure:"mrc" yaml:"mrc" json:"mrc"`
+	RoCE    RoCETransportConfig `mapstructure:"roce" yaml:"roce" json:"roce"`
 }
+
+// MRCTransportConfig is the MRC knobs a run usually sets; everything else
+// keeps package mrc's defaults (docs/config.md).
+type MRCTransportConfig struct {
+	// EVsPerQP is the entropy values per QP, split across planes: 128..256.
+	EVsPerQP int `mapstructure:"evsPerQP" yaml:"evsPerQP" json:"evsPerQP"`
+	// MPRUnits is the receive window in units of 128 PSNs: 1..64.
+	MPRUnits int `mapstructure:"mprUnits" yaml:"mprUnits" json:"mprUnits"`
+	// MaxWImm bounds WriteImm operations in flight: 1..1024.
+	MaxWImm int `mapstructure:"maxWImm" yaml:"maxWImm" json:"maxWImm"`
+	// RTO overrides the local ACK timeout (1.024 µs × 2^6 ≈ 65.5 µs);
+	// "" keeps it.
+	RTO string `mapstructure:"rto" yaml:"rto" json:"rto"`
+	// NSCC turns the congestion control on (false: window = maxwnd).
+	NSCC bool `mapstructure:"nscc" yaml:"nscc" json:"nscc"`
+}
+
+// RoCETransportConfig is the RoCEv2 baseline's knobs.
+type RoCETransportConfig struct {
+	// Reliability is "gbn" (go-back-N, as RoCE NICs) or "irn" (selective
+	// repeat with 1-block SACK NACKs).
+	Reliability string `mapstructure:"reliability" yaml:"reliability" json:"reliability"`
+	// CC is a congestion-control preset: dcqcn_hpcc, dcqcn_paper,
+	// dcqcn_aggressive, dcqcn_most_aggressive, timely or none.
+	CC string `mapstructure:"cc" yaml:"cc" json:"cc"`
+	// Timeout overrides the go-back-N local ACK timeout; "" keeps the
+	// default.
+	Timeout string `mapstructure:"timeout" yaml:"timeout" json:"timeout"`
+	// RetryCount is the retries before the QP errors: 0..7.
+	RetryCount int `mapstructure:"retryCount" yaml:"retryCount" json:"retryCount"`
+}
+
+// RoCE congestion-control presets (package roce's names).
+var RoCECCPresets = []string{"dcqcn_hpcc", "dcqcn_paper", "dcqcn_aggressive", "dcqcn_most_aggressive", "timely", "none"}
 
 // RunConfig controls the run.
 type RunConfig struct {
@@ -254,8 +298,12 @@ func Default() Config {
 				},
 			},
 		},
-		Host:      HostConfig{TCP: false},
-		Transport: TransportConfig{Kind: TransportMRC},
+		Host: HostConfig{TCP: false},
+		Transport: TransportConfig{
+			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
+			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, NSCC: true},
+			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7},
+		},
 		Run: RunConfig{
 			Pacing:           PacingSimulated,
 			Duration:         "10ms",

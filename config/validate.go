@@ -105,6 +105,24 @@ func (v *validator) positiveDuration(path, s string) (time.Duration, bool) {
 	return d, true
 }
 
+func (t *TransportConfig) validate(v *validator) {
+	v.oneOf("transport.kind", t.Kind, TransportMRC, TransportRoCE)
+	v.intRange("transport.qpsPerConnection", t.QPsPerConnection, 1, 64)
+	v.oneOf("transport.payload", t.Payload, PayloadReal, PayloadElided)
+	v.intRange("transport.mrc.evsPerQP", t.MRC.EVsPerQP, 128, 256)
+	v.intRange("transport.mrc.mprUnits", t.MRC.MPRUnits, 1, 64)
+	v.intRange("transport.mrc.maxWImm", t.MRC.MaxWImm, 1, 1024)
+	if t.MRC.RTO != "" {
+		v.positiveDuration("transport.mrc.rto", t.MRC.RTO)
+	}
+	v.oneOf("transport.roce.reliability", t.RoCE.Reliability, "gbn", "irn")
+	v.oneOf("transport.roce.cc", t.RoCE.CC, RoCECCPresets...)
+	if t.RoCE.Timeout != "" {
+		v.positiveDuration("transport.roce.timeout", t.RoCE.Timeout)
+	}
+	v.intRange("transport.roce.retryCount", t.RoCE.RetryCount, 0, 7)
+}
+
 // Validate checks every field and returns all problems at once, joined with
 // errors.Join, each a *FieldError. A nil result means the config is usable.
 // Validate does not modify c; fields that Normalize derives may be zero
@@ -112,7 +130,7 @@ func (v *validator) positiveDuration(path, s string) (time.Duration, bool) {
 func (c *Config) Validate() error {
 	var v validator
 	c.Fabric.validate(&v)
-	v.oneOf("transport.kind", c.Transport.Kind, TransportMRC, TransportRoCE)
+	c.Transport.validate(&v)
 	c.Run.validate(&v)
 	if strings.TrimSpace(c.Output.Dir) == "" {
 		v.add("output.dir", "must not be empty", c.Output.Dir)

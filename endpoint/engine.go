@@ -29,6 +29,7 @@ type Engine struct {
 	comps    []verbs.Completion
 	rx       verbs.Rx // reused: handing a local to an interface would allocate
 	fullMask uint32
+	upMask   uint32 // planes whose NIC link was up at the last look
 
 	// FreeBytes is how many bytes may wait in a plane's NIC egress queue
 	// before the plane stops counting as free for data (default: one
@@ -92,7 +93,7 @@ func (h *Host) RDMA() *Engine {
 	}
 	n := h.NIC
 	e := &Engine{nic: n, loop: h.loop, scratch: make([]byte, verbs.MaxTxBytes),
-		fullMask: 1<<len(n.ports) - 1, FreeBytes: n.topo.Pool.LargeCap}
+		fullMask: 1<<len(n.ports) - 1, upMask: 1<<len(n.ports) - 1, FreeBytes: n.topo.Pool.LargeCap}
 	n.RDMA = e
 	return e
 }
@@ -183,15 +184,46 @@ func (e *Engine) touch(s *qpSlot) {
 	}
 }
 
-// freeMask returns the planes whose NIC port has room for data.
+// PlaneStatusReceiver is implemented by transports that want to hear when
+// a NIC port's link goes down or comes back (MRC stops using the plane).
+type PlaneStatusReceiver interface {
+	SetPlaneStatus(plane int, up bool)
+}
+
+// freeMask returns the planes whose NIC port is up and has room for data.
+// A change in which links are up is passed to the transports.
 func (e *Engine) freeMask() uint32 {
-	var m uint32
+	var m, up uint32
 	for i, p := range e.nic.ports {
-		if p.Peer != nil && p.QueuedBytes() < e.FreeBytes {
+		if p.Peer == nil || !p.Tx.Up() {
+			continue
+		}
+		up |= 1 << i
+		if p.QueuedBytes() < e.FreeBytes {
 			m |= 1 << i
 		}
 	}
+	if up != e.upMask {
+		e.planeStatus(up)
+	}
 	return m
+}
+
+func (e *Engine) planeStatus(up uint32) {
+	changed := up ^ e.upMask
+	e.upMask = up
+	for _, s := range e.qps {
+		r, ok := s.t.(PlaneStatusReceiver)
+		if !ok {
+			continue
+		}
+		for p := 0; p < len(e.nic.ports); p++ {
+			if changed&(1<<p) != 0 {
+				r.SetPlaneStatus(p, up&(1<<p) != 0)
+			}
+		}
+		e.activate(s)
+	}
 }
 
 // pump asks active QPs, round-robin one packet each, for packets until none

@@ -151,7 +151,7 @@ func DefaultConfig() Config {
 		MPR:                4,
 		MaxWImm:            16,
 		SackThresholdBytes: 16 << 10,
-		Timeout:            6,
+		Timeout:            5,
 		RetryLinear:        7,
 		RetryExp:           5,
 		SleekFactor:        1.5,

@@ -86,7 +86,16 @@ type evPool struct {
 	nBad        int
 	nextProbeAt int64
 	transitions uint64
+
+	// structured is set when EVs name paths (PathsPerPlane > 0); then
+	// pathBad counts the ASSUMED_BAD or DENIED EVs of each (plane, choice),
+	// so a replacement avoids a path a sibling EV already found broken.
+	structured bool
+	pathBad    map[uint32]int
 }
+
+// pathKey names the path of an EV: its plane and choice bits.
+func pathKey(ev uint32) uint32 { return ev & 0xffff }
 
 func (p *evPool) init(cfg *Config, rng *rand.Rand) {
 	P := cfg.Planes
@@ -99,6 +108,10 @@ func (p *evPool) init(cfg *Config, rng *rand.Rand) {
 	p.evs = make([]evEntry, 0, cfg.EVsPerQP)
 	p.planes = make([]planeSet, P)
 	p.byEV = make(map[uint32]int32, cfg.EVsPerQP)
+	if cfg.PathsPerPlane > 0 {
+		p.structured = true
+		p.pathBad = make(map[uint32]int)
+	}
 	for pl := 0; pl < P; pl++ {
 		n := cfg.EVsPerQP / P
 		if pl < cfg.EVsPerQP%P {
@@ -271,6 +284,16 @@ func (p *evPool) set(i int32, s EVState, now int64) bool {
 	if old == EVAssumedBad {
 		p.nBad--
 	}
+	if p.structured {
+		wasBad, isBad := old == EVAssumedBad || old == EVDenied, s == EVAssumedBad || s == EVDenied
+		if wasBad != isBad {
+			if isBad {
+				p.pathBad[pathKey(e.ev)]++
+			} else {
+				p.pathBad[pathKey(e.ev)]--
+			}
+		}
+	}
 	if e.active && old == EVGood {
 		ps.good--
 	}
@@ -344,7 +367,9 @@ func (p *evPool) deactivate(ps *planeSet, i int32) {
 }
 
 // backup returns a random usable inactive EV of plane ps, preferring GOOD
-// ones, or -1.
+// ones, or -1. With structured EVs it never returns an EV whose path a
+// sibling EV has found broken (ASSUMED_BAD or DENIED): both name the same
+// links, so the active set rather shrinks until a probe revives the path.
 func (p *evPool) backup(ps *planeSet) int32 {
 	if ps.n == 0 {
 		return -1
@@ -355,6 +380,9 @@ func (p *evPool) backup(ps *planeSet) int32 {
 		i := int32(ps.first + (start+k)%ps.n)
 		e := &p.evs[i]
 		if e.active {
+			continue
+		}
+		if p.structured && p.pathBad[pathKey(e.ev)] > 0 {
 			continue
 		}
 		if e.state == EVGood {

@@ -43,7 +43,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if d := DefaultConfig(); d.rto() != 65536 || d.activeSetSize() != 100 {
+	if d := DefaultConfig(); d.rto() != 32768 || d.activeSetSize() != 100 {
 		t.Errorf("default RTO %d, active set %d", d.rto(), d.activeSetSize())
 	}
 	d := DefaultConfig()

@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/endpoint"
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/mrc"
+	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/verbs"
+)
+
+// QPEnd is one end of a connected queue pair.
+type QPEnd struct {
+	Host   int
+	Engine *endpoint.Engine
+	T      verbs.Transport
+	CQ     *endpoint.CQ
+}
+
+// Pair is a connected queue pair: A is the requester side of the
+// transfers this package starts, B the responder (both can do both).
+type Pair struct{ A, B QPEnd }
+
+// frameOverhead is what a full RDMA frame adds to its UDP payload on the
+// wire: Ethernet, IPv6 (twice in uSID mode), UDP, FCS, preamble and gap.
+func (c *Cluster) frameOverhead() int {
+	n := fabric.EthHeaderLen + fabric.IPv6HeaderLen + fabric.UDPHeaderLen + fabric.FCSLen + c.Config.Fabric.IFGBytes
+	if c.Topo.Mode == fabric.ForwardUSID {
+		n += fabric.IPv6HeaderLen
+	}
+	return n
+}
+
+// BaseRTT is the zero-load round trip of a full data packet and its
+// acknowledgement between the two farthest hosts: the floor congestion
+// control measures queueing delay against.
+func (c *Cluster) BaseRTT() time.Duration {
+	last := c.Topo.Hosts - 1
+	data := 4096 + 100 + c.frameOverhead() - fabric.FCSLen - c.Config.Fabric.IFGBytes
+	ack := 128
+	return c.Topo.ZeroLoadLatency(0, last, data, c.Config.Fabric.IFGBytes) + c.Topo.ZeroLoadLatency(last, 0, ack, c.Config.Fabric.IFGBytes)
+}
+
+// pathsPerPlane is how many explicit paths an EV may name in one plane
+// (uSID forwarding), or 0 in ECMP/static modes, where EVs are entropy.
+func (c *Cluster) pathsPerPlane() int {
+	if c.Topo.Mode != fabric.ForwardUSID {
+		return 0
+	}
+	if c.Topo.Kind == "clos" {
+		return c.Topo.Clos.T1
+	}
+	h := c.Topo.FatTree.K / 2
+	return h * h
+}
+
+// MRCConfig is the MRC configuration the cluster's config and topology
+// give.
+func (c *Cluster) MRCConfig() (mrc.Config, error) {
+	t := c.Config.Transport.MRC
+	m := mrc.DefaultConfig()
+	m.Planes = c.Topo.Planes
+	m.PathsPerPlane = c.pathsPerPlane()
+	m.EVsPerQP = t.EVsPerQP
+	m.MPR = t.MPRUnits
+	m.MaxWImm = t.MaxWImm
+	if t.RTO != "" {
+		d, err := time.ParseDuration(t.RTO)
+		if err != nil {
+			return m, fmt.Errorf("transport.mrc.rto: %v", err)
+		}
+		m.RTO = int64(d)
+	}
+	m.DisableCC = !t.NSCC
+	m.LinkBps = int64(c.Topo.Planes) * int64(c.hostRate())
+	m.BaseRTT = int64(c.BaseRTT())
+	m.Trimming = c.Config.Fabric.Queue.Trim.Enabled
+	if err := m.Validate(); err != nil {
+		return m, fmt.Errorf("transport.mrc: %v", err)
+	}
+	return m, nil
+}
+
+func (c *Cluster) hostRate() uint64 {
+	if c.Topo.Kind == "clos" {
+		return c.Topo.Clos.HostRate
+	}
+	return c.Topo.FatTree.Rate
+}
+
+// qpSeed gives every QP its own stream, derived from the run seed.
+func (c *Cluster) qpSeed(host int, qpn uint32) uint64 {
+	return sim.StreamSeed(c.Config.Seed, fmt.Sprintf("qp/%d/%d", host, qpn))
+}
+
+// NewTransport creates the configured transport for a new QP on host h;
+// index is the QP's position among the QPs of its connection (RoCE uses it
+// to spread QPs over planes).
+func (c *Cluster) NewTransport(h, index int) (verbs.Transport, error) {
+	e := c.Hosts[h].RDMA()
+	qpn := e.AllocQPN()
+	switch c.Config.Transport.Kind {
+	case config.TransportMRC:
+		m, err := c.MRCConfig()
+		if err != nil {
+			return nil, err
+		}
+		return mrc.New(m, e.Memory(), qpn, c.qpSeed(h, qpn)), nil
+	case config.TransportRoCE:
+		return c.newRoCE(e, h, index, qpn)
+	}
+	return nil, fmt.Errorf("transport.kind: unknown %q", c.Config.Transport.Kind)
+}
+
+// Connect creates transport.qpsPerConnection QP pairs between hosts a and
+// b, each side with its own completion queue.
+func (c *Cluster) Connect(a, b int) ([]Pair, error) {
+	if a == b || a < 0 || b < 0 || a >= len(c.Hosts) || b >= len(c.Hosts) {
+		return nil, fmt.Errorf("cluster: cannot connect hosts %d and %d", a, b)
+	}
+	var ps []Pair
+	for i := 0; i < c.Config.Transport.QPsPerConnection; i++ {
+		ea, eb := c.Hosts[a].RDMA(), c.Hosts[b].RDMA()
+		ta, err := c.NewTransport(a, i)
+		if err != nil {
+			return nil, err
+		}
+		ca := &endpoint.CQ{}
+		ea.AddQP(ta, ca)
+		tb, err := c.NewTransport(b, i)
+		if err != nil {
+			return nil, err
+		}
+		cb := &endpoint.CQ{}
+		eb.AddQP(tb, cb)
+		if err := endpoint.Connect(ea, ta, verbs.QPAttrs{}, eb, tb, verbs.QPAttrs{}); err != nil {
+			return nil, err
+		}
+		ps = append(ps, Pair{A: QPEnd{a, ea, ta, ca}, B: QPEnd{b, eb, tb, cb}})
+	}
+	return ps, nil
+}
+
+// Region registers n bytes on host h: real bytes (filled by fill, if not
+// nil) or, with transport.payload=elided, a virtual region.
+func (c *Cluster) Region(h int, n uint64, fill func([]byte)) *verbs.MR {
+	mem := c.Hosts[h].RDMA().Memory()
+	if c.Config.Transport.Payload == config.PayloadElided {
+		return mem.RegisterVirtual(n)
+	}
+	buf := make([]byte, n)
+	if fill != nil {
+		fill(buf)
+	}
+	return mem.Register(buf)
+}
