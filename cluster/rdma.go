@@ -44,6 +44,18 @@ func (c *Cluster) BaseRTT() time.Duration {
 	return c.Topo.ZeroLoadLatency(0, last, data, c.Config.Fabric.IFGBytes) + c.Topo.ZeroLoadLatency(last, 0, ack, c.Config.Fabric.IFGBytes)
 }
 
+// DefaultRTO is the retransmission timeout a transport gets unless the
+// config sets one: the base RTT plus 1.5 times the time to drain one full
+// port buffer at the host link rate. A timeout shorter than the worst
+// queueing delay fires on packets that are only waiting (an incast fills
+// last-hop buffers: MRC leaves ECN off there), and every spurious timeout
+// costs a retransmission and marks a healthy EV bad. Failed paths are found
+// sooner by the transports' loss rules (MRC's SACK-based fast loss).
+func (c *Cluster) DefaultRTO() time.Duration {
+	drain := time.Duration(float64(c.Config.Fabric.Queue.BufferBytes) * 8 / float64(c.hostRate()) * 1e9)
+	return c.BaseRTT() + drain*3/2
+}
+
 // pathsPerPlane is how many explicit paths an EV may name in one plane
 // (uSID forwarding), or 0 in ECMP/static modes, where EVs are entropy.
 func (c *Cluster) pathsPerPlane() int {
@@ -73,6 +85,8 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 			return m, fmt.Errorf("transport.mrc.rto: %v", err)
 		}
 		m.RTO = int64(d)
+	} else {
+		m.RTO = int64(c.DefaultRTO())
 	}
 	m.DisableCC = !t.NSCC
 	m.LinkBps = int64(c.Topo.Planes) * int64(c.hostRate())

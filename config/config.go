@@ -207,8 +207,8 @@ type MRCTransportConfig struct {
 	MPRUnits int `mapstructure:"mprUnits" yaml:"mprUnits" json:"mprUnits"`
 	// MaxWImm bounds WriteImm operations in flight: 1..1024.
 	MaxWImm int `mapstructure:"maxWImm" yaml:"maxWImm" json:"maxWImm"`
-	// RTO overrides the local ACK timeout (1.024 µs × 2^6 ≈ 65.5 µs);
-	// "" keeps it.
+	// RTO overrides the local ACK timeout; "" derives it from the fabric
+	// (base RTT + 1.5 × one port buffer's drain time).
 	RTO string `mapstructure:"rto" yaml:"rto" json:"rto"`
 	// NSCC turns the congestion control on (false: window = maxwnd).
 	NSCC bool `mapstructure:"nscc" yaml:"nscc" json:"nscc"`
