@@ -281,3 +281,68 @@ func TestMRCGoodputUnderLoss(t *testing.T) {
 		}
 	}
 }
+
+// The receiver's plane-2 NIC link dies mid-transfer: its Port Status Update
+// (endpoint request to QP 2) makes the sender stop using plane 2 at once,
+// instead of discovering it by losses.
+func TestMRCPortStatusUpdate(t *testing.T) {
+	c := mrcCluster(t)
+	const at = 300 * sim.Microsecond
+	recvPort := c.Topo.HostPorts[15][2]
+	sendPort := c.Topo.HostPorts[0][2]
+	var sentBy10us uint64
+	tr, q := runTransfer(t, c, 0, 15, 64<<20, at, func(*mrc.QP) {
+		recvPort.Tx.SetUp(false)
+		recvPort.Peer.Tx.SetUp(false)
+		c.Loop.At(at+10*sim.Microsecond, func() { sentBy10us = sendPort.Counters.TxPackets })
+	})
+	after := sendPort.Counters.TxPackets - sentBy10us
+	ms := q.MRCStats()
+	t.Logf("receiver's plane-2 link down at %v: %s (%.1f%% of 400G), sender frames on plane 2 after +10 µs: %d, in-flight retransmitted at once: %d, timeouts %d",
+		at, gbps(tr.GoodputBps()), tr.GoodputBps()/4e9, after, ms.PlaneDownRetx, q.Stats().Timeouts)
+	if q.PlaneUp(2) {
+		t.Error("sender still uses plane 2")
+	}
+	if after != 0 {
+		t.Errorf("sender put %d frames on plane 2 more than 10 µs after the failure", after)
+	}
+	if ms.PlaneDownRetx == 0 {
+		t.Error("no in-flight packet was retransmitted on the port status update")
+	}
+}
+
+// The NIC controller API: a denied link carries no data while a transfer
+// crosses its T0, and traffic returns when it is allowed again.
+func TestMRCDenyLink(t *testing.T) {
+	c := mrcCluster(t)
+	ps, err := c.Connect(0, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.DenyLink(1, 0, 2) // plane 1, T0 0 (host 0's) – T1 2
+	if err != nil || n == 0 {
+		t.Fatalf("DenyLink: %d EVs, %v", n, err)
+	}
+	up := c.Topo.Switch("p1.t0.0").Ports[4+2]
+	src := c.Region(0, 16<<20, randomFill(3))
+	dst := c.Region(15, 16<<20, nil)
+	tr, err := c.StartTransfer(ps[0], src, dst, 16<<20, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Loop.RunWhile(func() bool { return !tr.Done() })
+	if up.Counters.TxPackets != 0 || !bytes.Equal(src.Buf, dst.Buf) {
+		t.Fatalf("denied link carried %d frames (or data corrupted)", up.Counters.TxPackets)
+	}
+	if _, err := c.DenyLink(9, 0, 0); err == nil {
+		t.Fatal("a link that does not exist was accepted")
+	}
+	if m, _ := c.AllowLink(1, 0, 2); m != n {
+		t.Fatalf("allowed %d EVs, denied %d", m, n)
+	}
+	tr, _ = c.StartTransfer(ps[0], src, dst, 16<<20, 1<<20)
+	c.Loop.RunWhile(func() bool { return !tr.Done() })
+	if up.Counters.TxPackets == 0 {
+		t.Fatal("the allowed link carries nothing")
+	}
+}

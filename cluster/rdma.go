@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/vcluster/vcluster/config"
@@ -153,6 +154,10 @@ func (c *Cluster) Connect(a, b int) ([]Pair, error) {
 		if err := endpoint.Connect(ea, ta, verbs.QPAttrs{}, eb, tb, verbs.QPAttrs{}); err != nil {
 			return nil, err
 		}
+		if c.Config.Transport.Kind == config.TransportMRC {
+			mrcPortStatus(ea)
+			mrcPortStatus(eb)
+		}
 		ps = append(ps, Pair{A: QPEnd{a, ea, ta, ca}, B: QPEnd{b, eb, tb, cb}})
 	}
 	return ps, nil
@@ -170,4 +175,87 @@ func (c *Cluster) Region(h int, n uint64, fill func([]byte)) *verbs.MR {
 		fill(buf)
 	}
 	return mem.Register(buf)
+}
+
+// mrcPortStatus makes engine e carry MRC's Port Status Update: when a NIC
+// port's link changes, e tells every host its MRC QPs talk to (an endpoint
+// request to QP 2 with the up-mask), and an update from a peer is applied
+// to every MRC QP connected to that peer, so both directions stop using a
+// plane whose port died on either side.
+func mrcPortStatus(e *endpoint.Engine) {
+	if e.Endpoint != nil {
+		return
+	}
+	var reqID uint16
+	buf := make([]byte, mrc.EndpointLen)
+	e.Endpoint = func(rx *verbs.Rx) {
+		_, resp, h, err := mrc.DecodeEndpoint(rx.Data)
+		if err != nil || resp || h.Op != mrc.EndpointPortStatus {
+			return
+		}
+		for _, t := range e.QPs() {
+			if q, ok := t.(*mrc.QP); ok && q.Remote().Host == rx.SrcHost {
+				q.ApplyPortStatus(h.PortStatusMask)
+			}
+		}
+	}
+	e.OnLinkStatus = func(up uint32) {
+		if up == 0 {
+			return // no port left to tell anyone with
+		}
+		plane := bits.TrailingZeros32(up)
+		seen := map[int]bool{}
+		for _, t := range e.QPs() {
+			q, ok := t.(*mrc.QP)
+			if !ok || seen[q.Remote().Host] {
+				continue
+			}
+			seen[q.Remote().Host] = true
+			reqID++
+			n, err := mrc.EncodePortStatus(buf, reqID, up)
+			if err != nil {
+				continue
+			}
+			e.SendControl(q.Remote().Host, mrc.MakeEV(plane, 0, reqID), buf[:n])
+		}
+	}
+}
+
+// DenyLink pushes a denylist entry for the Clos fabric cable between T0
+// t0 and T1 t1 of plane (uSID forwarding): every QP whose traffic could
+// cross it — hosts under that T0 talking to hosts elsewhere (the uplink),
+// and hosts elsewhere talking to hosts under it (the downlink) — stops
+// using the path choice t1 in that plane. It returns the EVs denied.
+func (c *Cluster) DenyLink(plane, t0, t1 int) (int, error) { return c.linkCmd(plane, t0, t1, true) }
+
+// AllowLink lifts DenyLink.
+func (c *Cluster) AllowLink(plane, t0, t1 int) (int, error) { return c.linkCmd(plane, t0, t1, false) }
+
+func (c *Cluster) linkCmd(plane, t0, t1 int, deny bool) (int, error) {
+	if c.Topo.Kind != "clos" || c.Topo.Mode != fabric.ForwardUSID {
+		return 0, fmt.Errorf("cluster: link denylists need a Clos with uSID forwarding (EVs name paths)")
+	}
+	if plane < 0 || plane >= c.Topo.Planes || t0 < 0 || t0 >= c.Topo.Clos.T0 || t1 < 0 || t1 >= c.Topo.Clos.T1 {
+		return 0, fmt.Errorf("cluster: no cable plane %d T0 %d – T1 %d", plane, t0, t1)
+	}
+	n := 0
+	for h, host := range c.Hosts {
+		e, ok := host.NIC.RDMA.(*endpoint.Engine)
+		if !ok {
+			continue
+		}
+		sub, _ := c.Topo.HostSubnet(h)
+		for peer := range c.Hosts {
+			ps, _ := c.Topo.HostSubnet(peer)
+			if peer == h || (sub != t0) == (ps != t0) {
+				continue // same T0 (never crosses T1), or neither end under t0
+			}
+			if deny {
+				n += e.DenyPath(peer, plane, t1)
+			} else {
+				n += e.AllowPath(peer, plane, t1)
+			}
+		}
+	}
+	return n, nil
 }

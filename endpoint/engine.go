@@ -31,6 +31,13 @@ type Engine struct {
 	fullMask uint32
 	upMask   uint32 // planes whose NIC link was up at the last look
 
+	// Endpoint, if set, receives packets addressed to the reserved QP
+	// EndpointQPN (MRC's endpoint operations, e.g. Port Status Update).
+	Endpoint func(rx *verbs.Rx)
+	// OnLinkStatus, if set, hears which NIC ports' links are up after a
+	// change (after the transports were told).
+	OnLinkStatus func(upMask uint32)
+
 	// FreeBytes is how many bytes may wait in a plane's NIC egress queue
 	// before the plane stops counting as free for data (default: one
 	// maximum frame, so one frame waits behind the one on the wire).
@@ -50,6 +57,9 @@ type EngineCounters struct {
 // FirstQPN is the first QP number AllocQPN hands out (0–0xff are reserved:
 // MRC uses QP 0x2 for endpoint operations).
 const FirstQPN = 0x100
+
+// EndpointQPN is the reserved QP of endpoint operations.
+const EndpointQPN = 0x2
 
 type qpSlot struct {
 	t         verbs.Transport
@@ -224,6 +234,17 @@ func (e *Engine) planeStatus(up uint32) {
 		}
 		e.activate(s)
 	}
+	if e.OnLinkStatus != nil {
+		e.OnLinkStatus(up)
+	}
+}
+
+// SendControl sends a transport control packet (BTH onwards, as a
+// transport's Send would write it) to host dst with entropy ev, outside any
+// QP: endpoint operations such as a Port Status Update.
+func (e *Engine) SendControl(dst int, ev uint32, pkt []byte) {
+	copy(e.scratch, pkt)
+	e.transmit(&verbs.Tx{Len: len(pkt), WireLen: len(pkt), DstHost: dst, EV: ev, DSCP: verbs.DSCPControl})
 }
 
 // pump asks active QPs, round-robin one packet each, for packets until none
@@ -346,7 +367,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	}
 	qpn, _ := verbs.DestQP(d[udp+udpLen:])
 	s := e.slot(qpn)
-	if s == nil {
+	if s == nil && !(qpn == EndpointQPN && e.Endpoint != nil) {
 		e.Counters.RxNoQP++
 		p.Release()
 		return
@@ -365,6 +386,19 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 		LastHop: dscp == fabric.DSCPTrimmedLastHop,
 	}
 	e.Counters.RxPackets++
+	if s == nil {
+		// Endpoint operations may change any QP's state: let all of them
+		// look again.
+		e.Endpoint(&e.rx)
+		e.rx.Data = nil
+		p.Release()
+		for _, s := range e.qps {
+			e.touch(s)
+			e.activate(s)
+		}
+		e.pump()
+		return
+	}
 	s.t.Receive(int64(e.loop.Now()), &e.rx)
 	e.rx.Data = nil
 	p.Release()
@@ -372,4 +406,39 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	e.touch(s)
 	e.activate(s)
 	e.pump()
+}
+
+// PathController is implemented by transports whose entropy values name
+// explicit paths (MRC under uSID forwarding): the controller API a policy
+// controller (Clustermapper's denylist) drives through the engine.
+type PathController interface {
+	Remote() verbs.QPAttrs
+	DenyPath(plane, choice int) int
+	AllowPath(plane, choice int) int
+}
+
+// DenyPath denies path (plane, choice) on every QP of the engine that talks
+// to host peer (any peer when peer < 0) and reports how many EVs it denied.
+func (e *Engine) DenyPath(peer, plane, choice int) int { return e.pathCmd(peer, plane, choice, true) }
+
+// AllowPath undoes DenyPath.
+func (e *Engine) AllowPath(peer, plane, choice int) int { return e.pathCmd(peer, plane, choice, false) }
+
+func (e *Engine) pathCmd(peer, plane, choice int, deny bool) int {
+	n := 0
+	for _, s := range e.qps {
+		pc, ok := s.t.(PathController)
+		if !ok || peer >= 0 && pc.Remote().Host != peer {
+			continue
+		}
+		if deny {
+			n += pc.DenyPath(plane, choice)
+		} else {
+			n += pc.AllowPath(plane, choice)
+		}
+		e.touch(s)
+		e.activate(s)
+	}
+	e.pump()
+	return n
 }

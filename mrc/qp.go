@@ -119,6 +119,10 @@ type QP struct {
 	state  verbs.QPState
 	local  verbs.QPAttrs
 	remote verbs.QPAttrs
+
+	// Port status: bit p set ⇔ plane p's port is down on this side
+	// (SetPlaneStatus) or on the peer's (ApplyPortStatus).
+	localDown, remoteDown uint32
 	rng    *rand.Rand
 	evs    evPool
 	cc     nscc
@@ -1105,15 +1109,37 @@ func (q *QP) NSCC() NSCCParams { return q.cc.p }
 
 // ---------------------------------------------------------------- control
 
-// SetPlaneStatus marks plane's port (this side's or, from a Port Status
-// Update, the peer's) down or up. A down plane carries no data; packets in
-// flight on it are retransmitted elsewhere at once, without penalising
-// their EVs. EV states are kept, so the plane resumes as it was.
+// SetPlaneStatus marks this side's NIC port of plane down or up (the NIC
+// calls it when the port's link changes). A plane carries data only while
+// both this side's port and the peer's (ApplyPortStatus) are up.
 func (q *QP) SetPlaneStatus(plane int, up bool) {
 	if plane < 0 || plane >= len(q.evs.planes) {
 		return
 	}
+	if up {
+		q.localDown &^= 1 << uint(plane)
+	} else {
+		q.localDown |= 1 << uint(plane)
+	}
+	q.applyPlane(plane)
+}
+
+// ApplyPortStatus applies a peer's Port Status Update: bit p of mask set ⇔
+// the peer's plane-p port is up.
+func (q *QP) ApplyPortStatus(mask uint32) {
+	q.remoteDown = ^mask
+	for p := range q.evs.planes {
+		q.applyPlane(p)
+	}
+}
+
+// applyPlane brings plane's usability in line with both sides' port
+// status. A plane that goes down carries no more data; packets in flight on
+// it are retransmitted elsewhere at once, without penalising their EVs. EV
+// states are kept, so the plane resumes as it was.
+func (q *QP) applyPlane(plane int) {
 	ps := &q.evs.planes[plane]
+	up := (q.localDown|q.remoteDown)&(1<<uint(plane)) == 0
 	if ps.up == up {
 		return
 	}
@@ -1131,13 +1157,8 @@ func (q *QP) SetPlaneStatus(plane int, up bool) {
 	}
 }
 
-// ApplyPortStatus applies a peer's Port Status Update: bit p of mask set ⇔
-// plane p up.
-func (q *QP) ApplyPortStatus(mask uint32) {
-	for p := range q.evs.planes {
-		q.SetPlaneStatus(p, mask&(1<<uint(p)) != 0)
-	}
-}
+// Remote returns the peer's QP attributes (valid after Connect).
+func (q *QP) Remote() verbs.QPAttrs { return q.remote }
 
 // PlaneUp reports whether plane carries data.
 func (q *QP) PlaneUp(plane int) bool {

@@ -840,12 +840,23 @@ func TestPlaneStatus(t *testing.T) {
 			t.Fatal("data on a down plane")
 		}
 	}
-	// A peer's Port Status Update brings it back.
+	// The peer's ports being up does not revive this side's down port …
 	buf := make([]byte, EndpointLen)
 	EncodePortStatus(buf, 1, 0xf)
 	_, _, e, _ := DecodeEndpoint(buf)
 	a.q.ApplyPortStatus(e.PortStatusMask)
-	if !a.q.PlaneUp(1) {
+	if a.q.PlaneUp(1) {
+		t.Fatal("a peer's update revived this side's down port")
+	}
+	// … but a peer's down port takes a plane out, and its return brings
+	// the plane back once this side's port is up too.
+	a.q.SetPlaneStatus(1, true)
+	a.q.ApplyPortStatus(0xf &^ (1 << 2))
+	if !a.q.PlaneUp(1) || a.q.PlaneUp(2) {
+		t.Fatal("port status of the peer not applied")
+	}
+	a.q.ApplyPortStatus(0xf)
+	if !a.q.PlaneUp(1) || !a.q.PlaneUp(2) {
 		t.Fatal("plane not up")
 	}
 	b.recv(30, pa...)
