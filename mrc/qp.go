@@ -123,13 +123,13 @@ type QP struct {
 	// Port status: bit p set ⇔ plane p's port is down on this side
 	// (SetPlaneStatus) or on the peer's (ApplyPortStatus).
 	localDown, remoteDown uint32
-	rng    *rand.Rand
-	evs    evPool
-	cc     nscc
-	stats  verbs.QPStats
-	ms     MRCStats
-	comps  []verbs.Completion
-	rto    int64
+	rng                   *rand.Rand
+	evs                   evPool
+	cc                    nscc
+	stats                 verbs.QPStats
+	ms                    MRCStats
+	comps                 []verbs.Completion
+	rto                   int64
 
 	// requester
 	sndMPR   int // PSNs the requester may send beyond cack
