@@ -2,11 +2,50 @@ package cluster
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vcluster/vcluster/endpoint"
+	"github.com/vcluster/vcluster/roce"
 	"github.com/vcluster/vcluster/verbs"
 )
 
+// RoCEConfig is the RoCE configuration of the index-th QP of a connection:
+// QPs go round-robin over the planes (a RoCE QP is one flow on one plane
+// and, under ECMP, one path), at the host link rate, with the configured
+// reliability and congestion-control preset.
+func (c *Cluster) RoCEConfig(index int) (roce.Config, error) {
+	t := c.Config.Transport.RoCE
+	r := roce.DefaultConfig()
+	r.Plane = index % c.Topo.Planes
+	r.LineRateBps = int64(c.hostRate())
+	r.WireOverhead = c.frameOverhead()
+	r.Reliability = t.Reliability
+	r.RetryCount = t.RetryCount
+	if t.Timeout != "" {
+		d, err := time.ParseDuration(t.Timeout)
+		if err != nil {
+			return r, fmt.Errorf("transport.roce.timeout: %v", err)
+		}
+		r.TimeoutNs = int64(d)
+	}
+	// IRN's BDP flow control uses the fabric's bandwidth-delay product:
+	// the base RTT plus the responder's ACK coalescing (AckEvery packets).
+	pkt := time.Duration(float64(r.PMTU+r.WireOverhead) * 8 / float64(c.hostRate()) * 1e9)
+	rtt := c.BaseRTT() + time.Duration(r.AckEvery)*pkt
+	r.IRN.BDPBytes = int64(float64(c.hostRate()) / 8 * rtt.Seconds())
+	if err := r.SetPreset(t.CC); err != nil {
+		return r, fmt.Errorf("transport.roce.cc: %v", err)
+	}
+	if err := r.Validate(); err != nil {
+		return r, fmt.Errorf("transport.roce: %v", err)
+	}
+	return r, nil
+}
+
 func (c *Cluster) newRoCE(e *endpoint.Engine, h, index int, qpn uint32) (verbs.Transport, error) {
-	return nil, fmt.Errorf("transport.kind: roce is not wired yet")
+	r, err := c.RoCEConfig(index)
+	if err != nil {
+		return nil, err
+	}
+	return roce.New(r, e.Memory(), qpn, c.qpSeed(h, qpn)), nil
 }
