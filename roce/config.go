@@ -1,0 +1,423 @@
+package roce
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Reliability modes.
+const (
+	GoBackN = "gbn" // InfiniBand RC: in-order responder, NAK-sequence-error, go-back-N
+	IRN     = "irn" // IRN: out-of-order placement, 1-block SACK NACKs, selective repeat, BDP-FC
+)
+
+// Congestion control modes.
+const (
+	CCDCQCN  = "dcqcn"
+	CCTimely = "timely"
+	CCNone   = "none"
+)
+
+// Config is one QP's transport configuration. Every duration is in
+// nanoseconds and every rate in bits per second. Start from DefaultConfig
+// and change fields; Validate names the first bad field.
+type Config struct {
+	// Plane is the NIC port (plane) the QP uses: EV bits 0..3.
+	Plane int
+	// SrcPort is the QP's fixed UDP source port; its low 4 bits are
+	// replaced by Plane (the EV layout keeps the plane there). 0 derives
+	// a port in 49152..65535 from the QPN and seed.
+	SrcPort uint16
+	// FlowLabel is the IPv6 flow label (EV bits 16..31); 0 derives one
+	// from the QPN and seed.
+	FlowLabel uint16
+	// PMTU is the path MTU: the payload bytes of a full packet (256, 512,
+	// 1024, 2048 or 4096).
+	PMTU int
+	// LineRateBps is the NIC port rate: the initial and maximum sending
+	// rate.
+	LineRateBps int64
+	// WireOverhead is the bytes a packet occupies on the wire beyond its
+	// UDP payload; pacing counts them so that "line rate" equals the
+	// port's rate. Default 86: Ethernet 14 + IPv6 40 + UDP 8 + FCS 4 +
+	// preamble and IFG 20.
+	WireOverhead int
+
+	// Reliability is GoBackN or IRN.
+	Reliability string
+	// TimeoutNs is the go-back-N local ACK timeout (IRN uses RTOLowNs and
+	// RTOHighNs instead).
+	TimeoutNs int64
+	// RetryCount is how many retries (timeouts, or NAK-sequence errors
+	// without progress) the requester makes before it completes the
+	// oldest request with RETRY_EXCEEDED and moves to ERROR (IB: 0..7).
+	RetryCount int
+	// AckEvery is the responder's ACK coalescing: it acknowledges every
+	// AckEvery in-order packets, and at once any packet with AckReq set
+	// (the requester sets it on the last packet of every message).
+	AckEvery int
+	// MaxOutstandingPSNs bounds the requester's unacknowledged PSNs (IB:
+	// below 2^23).
+	MaxOutstandingPSNs int
+
+	IRN IRNConfig
+
+	// CC is CCDCQCN, CCTimely or CCNone (line rate). The responder's
+	// notification point (CNP generation) runs when CC is CCDCQCN.
+	CC     string
+	DCQCN  DCQCNConfig
+	Timely TimelyConfig
+}
+
+// IRNConfig holds IRN's knobs (Mittal et al., SIGCOMM 2018).
+type IRNConfig struct {
+	RTOLowNs      int64 // timeout when at most RTOLowPackets are in flight (paper: 100 µs)
+	RTOHighNs     int64 // timeout otherwise (paper: 320 µs)
+	RTOLowPackets int   // paper: N = 3
+	// BDPFC caps the packets in flight (snd_max − snd_una) at BDPBytes /
+	// PMTU: new packets wait; retransmissions do not.
+	BDPFC    bool
+	BDPBytes int64 // 0: LineRateBps × 20 µs
+	// NackIntervalNs rate-limits repeated NACKs for an out-of-order PSN
+	// already NACKed (ConWeave ns-3: 4 µs).
+	NackIntervalNs int64
+	// OOOWindow is the responder's out-of-order bitmap, in packets; later
+	// packets are dropped. 0: 2 × BDP packets (at least 256).
+	OOOWindow int
+	// LostRetxDetect retransmits a retransmission again once a packet
+	// first sent after it is SACKed (a RoCE flow is pinned to one path,
+	// so that proves the retransmission lost) instead of waiting for the
+	// RTO. An addition to IRN; set false for the paper's behaviour.
+	LostRetxDetect bool
+}
+
+// DCQCNConfig holds the reaction point (sender) and notification point
+// (receiver) parameters of DCQCN. Both the paper's event model and the
+// ConnectX / HPCC ns-3 timer model are expressed by these knobs:
+//
+//   - AlphaPeriodic false (paper): every CNP cuts the rate at once and
+//     updates α = (1−g)α + g; α decays as (1−g)α each AlphaIntervalNs
+//     without a CNP.
+//   - AlphaPeriodic true (HPCC ns-3 / ConnectX): α is updated every
+//     AlphaIntervalNs (up if a CNP arrived in the interval, down
+//     otherwise), and the rate is cut at most once per DecreaseIntervalNs.
+type DCQCNConfig struct {
+	G                  float64 // α gain g
+	InitialAlpha       float64 // α before (and, in the timer model, at) the first CNP
+	AlphaPeriodic      bool
+	AlphaIntervalNs    int64 // τ′ (paper) or the α update period (timer model)
+	DecreaseIntervalNs int64 // 0: cut on every CNP (paper); >0: periodic decrease check
+	IncreaseTimerNs    int64 // T: the rate-increase timer
+	ByteCounter        int64 // B: bytes per byte-counter increase event; 0 disables it
+	F                  int   // fast-recovery steps
+	RAIBps             int64 // additive increase step
+	RHAIBps            int64 // hyper increase step
+	MinRateBps         int64
+	// ClampTargetRate: on a cut, RT = RC always. false (HPCC CLAMP=0):
+	// skip RT = RC when the cut comes before any increase step (stage 0).
+	// The paper always clamps.
+	ClampTargetRate bool
+	// RateOnFirstCNP multiplies the rate at the first CNP (timer model;
+	// ConnectX rate_to_set_on_first_cnp; 1 = unchanged, the first
+	// periodic decrease then halves it since α = 1).
+	RateOnFirstCNP float64
+	// CNPIntervalNs: the notification point sends at most one CNP per QP
+	// per interval (paper τ = 50 µs; ConnectX min_time_between_cnps 4 µs).
+	CNPIntervalNs int64
+}
+
+// TimelyConfig holds TIMELY's parameters (Mittal et al., SIGCOMM 2015).
+type TimelyConfig struct {
+	TLowNs       int64   // below: additive increase regardless of gradient (paper 50 µs)
+	THighNs      int64   // above: multiplicative decrease (paper 500 µs)
+	MinRTTNs     int64   // normalises the gradient (paper 20 µs)
+	EWMAAlpha    float64 // weight of a new RTT difference (paper 0.875)
+	Beta         float64 // multiplicative decrease factor (paper 0.8)
+	DeltaBps     int64   // additive step δ (paper 10 Mb/s)
+	HAIThreshold int     // consecutive non-positive gradients before HAI (paper 5)
+	HAIFactor    int     // HAI multiplies δ by this (paper N = 5)
+	MinRateBps   int64
+}
+
+// DefaultLineRate is DefaultConfig's line rate.
+const DefaultLineRate = 100_000_000_000
+
+// DefaultConfig returns a RoCEv2 RC QP at 100 Gb/s: go-back-N, PMTU 4096,
+// 524 µs local ACK timeout (IB exponent 7: 4.096 µs × 2^7), 7 retries,
+// ACK every 4 packets, DCQCN with the HPCC ns-3 / ConnectX timer preset.
+func DefaultConfig() Config {
+	c := Config{
+		PMTU:               4096,
+		LineRateBps:        DefaultLineRate,
+		WireOverhead:       86,
+		Reliability:        GoBackN,
+		TimeoutNs:          4096 << 7,
+		RetryCount:         7,
+		AckEvery:           4,
+		MaxOutstandingPSNs: 1<<23 - 1,
+		IRN: IRNConfig{
+			RTOLowNs:       100_000,
+			RTOHighNs:      320_000,
+			RTOLowPackets:  3,
+			BDPFC:          true,
+			NackIntervalNs: 4_000,
+			LostRetxDetect: true,
+		},
+		CC:     CCDCQCN,
+		Timely: TimelyPaper(),
+	}
+	c.DCQCN = DCQCNHPCC(c.LineRateBps)
+	return c
+}
+
+// DCQCNPaper returns the DCQCN paper's defaults (Zhu et al., SIGCOMM
+// 2015; PROTOCOLS.md §e, TARGETS T10): g = 1/256, CNP interval τ = 50 µs,
+// α timer τ′ = 55 µs, rate-increase timer T = 55 µs, byte counter
+// B = 10 MB, F = 5, R_AI = 40 Mb/s. R_HAI is not given there: 400 Mb/s
+// (10 × R_AI, QCN's ratio) is this package's assumption, as is MinRate
+// 1 Gb/s (the HPCC ns-3 value).
+func DCQCNPaper() DCQCNConfig {
+	return DCQCNConfig{
+		G:               1.0 / 256,
+		InitialAlpha:    1,
+		AlphaIntervalNs: 55_000,
+		IncreaseTimerNs: 55_000,
+		ByteCounter:     10_000_000,
+		F:               5,
+		RAIBps:          40_000_000,
+		RHAIBps:         400_000_000,
+		MinRateBps:      1_000_000_000,
+		ClampTargetRate: true,
+		RateOnFirstCNP:  1,
+		CNPIntervalNs:   50_000,
+	}
+}
+
+// DCQCNHPCC returns the DCQCN preset of HPCC's ns-3 run.py (PROTOCOLS.md
+// §e), which follows ConnectX firmware: timers only (no byte counter), α
+// update 1 µs, decrease check 4 µs, increase timer 300 µs, g = 1/256,
+// F = 1, R_AI = 5 Mb/s × bw/25G, R_HAI = 50 Mb/s × bw/25G, MinRate
+// 1 Gb/s, CLAMP = 0. The CNP interval (4 µs) is ConnectX's
+// min_time_between_cnps: ns-3 flags every ECN-marked packet's ACK and
+// lets the 4 µs decrease check do the rate limiting.
+func DCQCNHPCC(lineRateBps int64) DCQCNConfig {
+	return DCQCNConfig{
+		G:                  1.0 / 256,
+		InitialAlpha:       1,
+		AlphaPeriodic:      true,
+		AlphaIntervalNs:    1_000,
+		DecreaseIntervalNs: 4_000,
+		IncreaseTimerNs:    300_000,
+		F:                  1,
+		RAIBps:             5_000_000 * lineRateBps / 25_000_000_000,
+		RHAIBps:            50_000_000 * lineRateBps / 25_000_000_000,
+		MinRateBps:         1_000_000_000,
+		RateOnFirstCNP:     1,
+		CNPIntervalNs:      4_000,
+	}
+}
+
+// DCQCNAggressive returns base made more aggressive, for T6's "more" and
+// "most aggressive" settings (which the paper does not spell out: these
+// are this package's choices, a geometric progression): level 1 makes g
+// 4× larger and recovery 2× slower (increase timer ×2, R_AI and R_HAI
+// /2); level 2 makes g 16× larger and recovery 4× slower. A larger g keeps
+// α high, so each cut is deeper. Level 0 (or less) returns base.
+func DCQCNAggressive(base DCQCNConfig, level int) DCQCNConfig {
+	if level <= 0 {
+		return base
+	}
+	gf, slow := 4.0, int64(2)
+	if level >= 2 {
+		gf, slow = 16, 4
+	}
+	base.G = min(1, base.G*gf)
+	base.IncreaseTimerNs *= slow
+	base.RAIBps /= slow
+	base.RHAIBps /= slow
+	return base
+}
+
+// TimelyPaper returns TIMELY's parameters from the paper (Mittal et al.,
+// SIGCOMM 2015, also HPCC ns-3's defaults): T_low 50 µs, T_high 500 µs,
+// minRTT 20 µs, EWMA α 0.875, β 0.8, δ 10 Mb/s, HAI (5δ) after 5
+// consecutive non-positive gradients; MinRate 1 Gb/s (HPCC ns-3). The
+// paper updates once per completion event; this package once per RTT.
+func TimelyPaper() TimelyConfig {
+	return TimelyConfig{
+		TLowNs:       50_000,
+		THighNs:      500_000,
+		MinRTTNs:     20_000,
+		EWMAAlpha:    0.875,
+		Beta:         0.8,
+		DeltaBps:     10_000_000,
+		HAIThreshold: 5,
+		HAIFactor:    5,
+		MinRateBps:   1_000_000_000,
+	}
+}
+
+// Presets lists the names SetPreset accepts.
+func Presets() []string {
+	return []string{"dcqcn_hpcc", "dcqcn_paper", "dcqcn_aggressive", "dcqcn_most_aggressive", "timely", "none"}
+}
+
+// SetPreset sets the congestion control to a named preset, using the
+// configured LineRateBps for rate-dependent values: "dcqcn_hpcc" (the
+// default), "dcqcn_paper", "dcqcn_aggressive" and "dcqcn_most_aggressive"
+// (DCQCNAggressive levels 1 and 2 of dcqcn_hpcc), "timely", "none".
+func (c *Config) SetPreset(name string) error {
+	switch name {
+	case "dcqcn_hpcc":
+		c.CC, c.DCQCN = CCDCQCN, DCQCNHPCC(c.LineRateBps)
+	case "dcqcn_paper":
+		c.CC, c.DCQCN = CCDCQCN, DCQCNPaper()
+	case "dcqcn_aggressive":
+		c.CC, c.DCQCN = CCDCQCN, DCQCNAggressive(DCQCNHPCC(c.LineRateBps), 1)
+	case "dcqcn_most_aggressive":
+		c.CC, c.DCQCN = CCDCQCN, DCQCNAggressive(DCQCNHPCC(c.LineRateBps), 2)
+	case "timely":
+		c.CC, c.Timely = CCTimely, TimelyPaper()
+	case "none":
+		c.CC = CCNone
+	default:
+		return &ConfigError{Field: "preset", Reason: fmt.Sprintf("unknown preset %q (have %v)", name, Presets())}
+	}
+	return nil
+}
+
+// ConfigError is a Validate failure naming the field.
+type ConfigError struct {
+	Field, Reason string
+}
+
+func (e *ConfigError) Error() string { return "roce: config " + e.Field + ": " + e.Reason }
+
+// BDPBytes returns the BDP-FC limit in bytes (IRN.BDPBytes or its default).
+func (c *Config) BDPBytes() int64 {
+	if c.IRN.BDPBytes > 0 {
+		return c.IRN.BDPBytes
+	}
+	return c.LineRateBps / 8 * 20 / 1_000_000 // 20 µs
+}
+
+func (c *Config) bdpPackets() int {
+	n := int((c.BDPBytes() + int64(c.PMTU) - 1) / int64(c.PMTU))
+	return max(n, 1)
+}
+
+func (c *Config) oooWindow() int {
+	w := c.IRN.OOOWindow
+	if w <= 0 {
+		w = max(2*c.bdpPackets(), 256)
+	}
+	// a power of two
+	p := 64
+	for p < w {
+		p <<= 1
+	}
+	return p
+}
+
+// Validate checks every field and returns a *ConfigError naming the first
+// bad one.
+func (c *Config) Validate() error {
+	bad := func(f, r string, a ...any) error { return &ConfigError{Field: f, Reason: fmt.Sprintf(r, a...)} }
+	switch {
+	case c.Plane < 0 || c.Plane > 15:
+		return bad("Plane", "%d outside 0..15", c.Plane)
+	case !slices.Contains([]int{256, 512, 1024, 2048, 4096}, c.PMTU):
+		return bad("PMTU", "%d is not 256, 512, 1024, 2048 or 4096", c.PMTU)
+	case c.LineRateBps <= 0:
+		return bad("LineRateBps", "must be positive")
+	case c.WireOverhead < 0:
+		return bad("WireOverhead", "must not be negative")
+	case c.Reliability != GoBackN && c.Reliability != IRN:
+		return bad("Reliability", "%q is not %q or %q", c.Reliability, GoBackN, IRN)
+	case c.TimeoutNs <= 0:
+		return bad("TimeoutNs", "must be positive")
+	case c.RetryCount < 0 || c.RetryCount > 7:
+		return bad("RetryCount", "%d outside 0..7", c.RetryCount)
+	case c.AckEvery < 1:
+		return bad("AckEvery", "must be at least 1")
+	case c.MaxOutstandingPSNs < 1 || c.MaxOutstandingPSNs >= 1<<23:
+		return bad("MaxOutstandingPSNs", "%d outside 1..2^23-1", c.MaxOutstandingPSNs)
+	}
+	if c.Reliability == IRN {
+		i := &c.IRN
+		switch {
+		case i.RTOLowNs <= 0:
+			return bad("IRN.RTOLowNs", "must be positive")
+		case i.RTOHighNs < i.RTOLowNs:
+			return bad("IRN.RTOHighNs", "must be at least RTOLowNs")
+		case i.RTOLowPackets < 0:
+			return bad("IRN.RTOLowPackets", "must not be negative")
+		case i.BDPBytes < 0:
+			return bad("IRN.BDPBytes", "must not be negative")
+		case i.BDPFC && c.BDPBytes() < int64(c.PMTU):
+			return bad("IRN.BDPBytes", "%d below one PMTU", c.BDPBytes())
+		case i.NackIntervalNs < 0:
+			return bad("IRN.NackIntervalNs", "must not be negative")
+		case i.OOOWindow < 0 || i.OOOWindow > 1<<22:
+			return bad("IRN.OOOWindow", "%d outside 0..2^22", i.OOOWindow)
+		}
+	}
+	switch c.CC {
+	case CCDCQCN:
+		d := &c.DCQCN
+		switch {
+		case !(d.G > 0 && d.G <= 1):
+			return bad("DCQCN.G", "%v outside (0, 1]", d.G)
+		case !(d.InitialAlpha >= 0 && d.InitialAlpha <= 1):
+			return bad("DCQCN.InitialAlpha", "%v outside [0, 1]", d.InitialAlpha)
+		case d.AlphaIntervalNs <= 0:
+			return bad("DCQCN.AlphaIntervalNs", "must be positive")
+		case d.DecreaseIntervalNs < 0:
+			return bad("DCQCN.DecreaseIntervalNs", "must not be negative")
+		case d.AlphaPeriodic && d.DecreaseIntervalNs == 0:
+			return bad("DCQCN.DecreaseIntervalNs", "must be positive when AlphaPeriodic")
+		case d.IncreaseTimerNs <= 0:
+			return bad("DCQCN.IncreaseTimerNs", "must be positive")
+		case d.ByteCounter < 0:
+			return bad("DCQCN.ByteCounter", "must not be negative")
+		case d.F < 0:
+			return bad("DCQCN.F", "must not be negative")
+		case d.RAIBps < 0:
+			return bad("DCQCN.RAIBps", "must not be negative")
+		case d.RHAIBps < 0:
+			return bad("DCQCN.RHAIBps", "must not be negative")
+		case d.MinRateBps <= 0 || d.MinRateBps > c.LineRateBps:
+			return bad("DCQCN.MinRateBps", "%d outside (0, LineRateBps]", d.MinRateBps)
+		case !(d.RateOnFirstCNP > 0 && d.RateOnFirstCNP <= 1):
+			return bad("DCQCN.RateOnFirstCNP", "%v outside (0, 1]", d.RateOnFirstCNP)
+		case d.CNPIntervalNs < 0:
+			return bad("DCQCN.CNPIntervalNs", "must not be negative")
+		}
+	case CCTimely:
+		t := &c.Timely
+		switch {
+		case t.TLowNs <= 0:
+			return bad("Timely.TLowNs", "must be positive")
+		case t.THighNs <= t.TLowNs:
+			return bad("Timely.THighNs", "must exceed TLowNs")
+		case t.MinRTTNs <= 0:
+			return bad("Timely.MinRTTNs", "must be positive")
+		case !(t.EWMAAlpha > 0 && t.EWMAAlpha <= 1):
+			return bad("Timely.EWMAAlpha", "%v outside (0, 1]", t.EWMAAlpha)
+		case !(t.Beta > 0 && t.Beta <= 1):
+			return bad("Timely.Beta", "%v outside (0, 1]", t.Beta)
+		case t.DeltaBps <= 0:
+			return bad("Timely.DeltaBps", "must be positive")
+		case t.HAIThreshold < 1:
+			return bad("Timely.HAIThreshold", "must be at least 1")
+		case t.HAIFactor < 1:
+			return bad("Timely.HAIFactor", "must be at least 1")
+		case t.MinRateBps <= 0 || t.MinRateBps > c.LineRateBps:
+			return bad("Timely.MinRateBps", "%d outside (0, LineRateBps]", t.MinRateBps)
+		}
+	case CCNone:
+	default:
+		return bad("CC", "%q is not %q, %q or %q", c.CC, CCDCQCN, CCTimely, CCNone)
+	}
+	return nil
+}
