@@ -301,3 +301,18 @@ func TestRoCEPFCIncastAndDCQCNTuning(t *testing.T) {
 		t.Errorf("T6 shape does not hold: queue %.0f → %.0f KB, goodput %.1f%% → %.1f%%", q[0]/1e3, q[1]/1e3, 100*g[0], 100*g[1])
 	}
 }
+
+// Eight RoCE QPs on four planes share NIC ports two by two: a QP held back
+// by its full port must wait for the port (TxReady), not spin on a stale
+// pacing deadline (a livelock at one virtual instant, found this way).
+func TestRoCEQPsSharingAPort(t *testing.T) {
+	cfg := load(t, "fabric.preset=C", "fabric.hosts=16", "fabric.forwarding=ecmp", "transport.kind=roce", "transport.qpsPerConnection=8")
+	r, err := RunP2P(cfg, 0, 15, 64<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("RoCE 8 QPs over 4 planes: %s = %.1f%% of %s", gbps(r.GoodputBps), 100*r.GoodputBps/r.LineRateBps, gbps(r.LineRateBps))
+	if r.GoodputBps < 0.8*r.LineRateBps {
+		t.Errorf("goodput %.1f%% of the four planes", 100*r.GoodputBps/r.LineRateBps)
+	}
+}

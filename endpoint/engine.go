@@ -52,6 +52,11 @@ type EngineCounters struct {
 	RxNoQP, RxMalformed    uint64 // dropped: unknown QP, too short
 	TxErrors               uint64 // AllocRDMA refused a transport's packet
 	Completions, TimerRuns uint64
+	// StaleDeadlines counts deadlines a transport reported at or before the
+	// instant its timer last ran (a transport bug: re-arming would spin the
+	// loop at one virtual time). The engine does not re-arm them; the QP
+	// runs again on its next input.
+	StaleDeadlines uint64
 }
 
 // FirstQPN is the first QP number AllocQPN hands out (0–0xff are reserved:
@@ -68,6 +73,8 @@ type qpSlot struct {
 	inActive  bool
 	inTouch   bool
 	inBlocked bool
+	lastTick  sim.Time // when the timer last ran
+	ticked    bool
 }
 
 // CQ is a completion queue. With Handler set, completions are handed to it
@@ -312,6 +319,11 @@ func (e *Engine) rearm(s *qpSlot) {
 		return
 	}
 	at := sim.Time(d)
+	if s.ticked && at <= s.lastTick {
+		e.Counters.StaleDeadlines++
+		s.timer.Stop()
+		return
+	}
 	if s.timer.Pending() {
 		if s.timer.When() == at {
 			return
@@ -325,6 +337,7 @@ func (e *Engine) rearm(s *qpSlot) {
 func (e *Engine) OnEvent(arg uint64) {
 	s := e.slot(uint32(arg))
 	e.Counters.TimerRuns++
+	s.lastTick, s.ticked = e.loop.Now(), true
 	s.t.Tick(int64(e.loop.Now()))
 	e.collect(s)
 	e.touch(s)

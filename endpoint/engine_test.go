@@ -26,6 +26,7 @@ type toyQP struct {
 	got            uint64
 	timeouts       int
 	deadline       int64
+	stuck          bool // Tick never clears the deadline (a buggy transport)
 }
 
 func (q *toyQP) QPN() uint32          { return q.qpn }
@@ -96,7 +97,9 @@ func (q *toyQP) Deadline() (int64, bool) {
 func (q *toyQP) Tick(now int64) {
 	if q.deadline > 0 && now >= q.deadline {
 		q.timeouts++
-		q.deadline = 0
+		if !q.stuck {
+			q.deadline = 0
+		}
 	}
 }
 func (q *toyQP) PollCompletions(dst []verbs.Completion) []verbs.Completion {
@@ -216,4 +219,19 @@ func BenchmarkEngineToyPackets(b *testing.B) {
 	n.loop.Run()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mpkt/s")
+}
+
+// A transport that keeps reporting a deadline its timer already served is
+// not re-armed (it would spin the loop at one instant); the engine counts
+// it and the run ends.
+func TestEngineStaleDeadlineDoesNotSpin(t *testing.T) {
+	n := newTestNet(t, fabric.ForwardECMP, 1)
+	_, _, eb, qb, _, _ := toyPair(t, n, 0, 3, uint32(MakeEV(0, 0, 1)))
+	qb.deadline = 1000
+	qb.stuck = true
+	eb.rearm(eb.slot(qb.QPN()))
+	n.loop.Run()
+	if eb.Counters.StaleDeadlines != 1 || eb.Counters.TimerRuns != 1 || n.loop.Now() != 1000 {
+		t.Fatalf("counters %+v at %v", eb.Counters, n.loop.Now())
+	}
 }

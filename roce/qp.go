@@ -493,6 +493,10 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 		return q.sendCtrl(buf, ctrlPkt{op: OpAck, syndrome: SyndromeACK | CreditsInvalid, psn: q.rpsnOf(q.ePSN - 1), msn: q.msn})
 	}
 	if freePlanes&(1<<uint(q.cfg.Plane)) == 0 {
+		// The port is full: the engine asks again when it drains, so no
+		// pacing deadline (a stale one would wake the QP for nothing, at
+		// the same instant, forever).
+		q.paceWait = false
 		return verbs.Tx{}, false
 	}
 	seq, retx, ok := q.nextData()

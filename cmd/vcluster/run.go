@@ -30,14 +30,14 @@ const (
 	// statusSmoke is the honest status of this skeleton: it builds the
 	// cluster and pings through it; the default experiment (MRC vs RoCE)
 	// arrives with the experiments issue.
-	statusSmoke = "fabric smoke run: cluster built and pinged; the MRC vs RoCE default experiment is not implemented yet"
+	statusSmoke = "fabric check (pings) and MRC vs RoCE point-to-point under loss; the ring all-reduce experiment (T2/T3) is not implemented yet"
 )
 
 func newRunCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the default job (for now: build the cluster and ping through every plane)",
+		Short: "Run the default job: ping through every plane, then MRC vs RoCE point to point under loss",
 		Long: `run resolves and validates the configuration, builds the cluster it describes
 (fabric and virtual hosts), pings across it in every plane (same T0 and across
 the fabric), prints the round-trip times next to the zero-load latency the
@@ -46,12 +46,14 @@ topology predicts, and writes a report directory:
   manifest.json   versions, seed and the resolved configuration
   config.yaml     the resolved configuration (loadable with --config)
   topology.dot    the fabric as Graphviz
-  pings.csv       the measurements
+  results.csv     the MRC vs RoCE measurements
+  pings.csv       the ping measurements
   counters.csv    every port's counters
   report.md       what ran and the table
 
-The MRC vs RoCE default experiment arrives with the experiments issue. An
-invalid configuration exits with status 2 before anything is created.`,
+The ring all-reduce version (TARGETS T2/T3) arrives with the collectives and
+experiments issues. An invalid configuration exits with status 2 before
+anything is created.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
