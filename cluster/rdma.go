@@ -80,15 +80,11 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 	m.EVsPerQP = t.EVsPerQP
 	m.MPR = t.MPRUnits
 	m.MaxWImm = t.MaxWImm
-	if t.RTO != "" {
-		d, err := time.ParseDuration(t.RTO)
-		if err != nil {
-			return m, fmt.Errorf("transport.mrc.rto: %v", err)
-		}
-		m.RTO = int64(d)
-	} else {
-		m.RTO = int64(c.DefaultRTO())
+	rto, err := durationOr("transport.mrc.rto", t.RTO, c.DefaultRTO())
+	if err != nil {
+		return m, err
 	}
+	m.RTO = int64(rto)
 	m.DisableCC = !t.NSCC
 	m.LinkBps = int64(c.Topo.Planes) * int64(c.hostRate())
 	m.BaseRTT = int64(c.BaseRTT())
@@ -104,6 +100,19 @@ func (c *Cluster) hostRate() uint64 {
 		return c.Topo.Clos.HostRate
 	}
 	return c.Topo.FatTree.Rate
+}
+
+// durationOr parses a duration field of the config, or returns def when it
+// is empty (validation already rejected bad values; the error is a guard).
+func durationOr(path, s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", path, err)
+	}
+	return d, nil
 }
 
 // qpSeed gives every QP its own stream, derived from the run seed.

@@ -21,13 +21,11 @@ func (c *Cluster) RoCEConfig(index int) (roce.Config, error) {
 	r.WireOverhead = c.frameOverhead()
 	r.Reliability = t.Reliability
 	r.RetryCount = t.RetryCount
-	if t.Timeout != "" {
-		d, err := time.ParseDuration(t.Timeout)
-		if err != nil {
-			return r, fmt.Errorf("transport.roce.timeout: %v", err)
-		}
-		r.TimeoutNs = int64(d)
+	to, err := durationOr("transport.roce.timeout", t.Timeout, time.Duration(r.TimeoutNs))
+	if err != nil {
+		return r, err
 	}
+	r.TimeoutNs = int64(to)
 	// IRN's BDP flow control caps what is in flight at two of the fabric's
 	// bandwidth-delay products (base RTT plus the responder's ACK
 	// coalescing): repairing a hole takes two RTTs, and a one-BDP cap
