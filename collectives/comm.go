@@ -1,0 +1,385 @@
+package collectives
+
+import (
+	"fmt"
+
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/endpoint"
+	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/verbs"
+)
+
+// Options configure a communicator.
+type Options struct {
+	// Hosts maps rank → host; nil means rank i is host i, for every host.
+	Hosts []int
+	// Chunk is the pipeline slice: the largest single write, in bytes
+	// (default 1 MiB). Smaller slices pipeline better and cost more events.
+	Chunk uint64
+	// ReduceBps is the host's float32 reduction (and copy) speed in bytes
+	// per second of the destination; 0 means reductions take no time.
+	ReduceBps float64
+	// NoCheck turns result verification off (it is on by default; it is
+	// skipped anyway when the payload is elided: there are no bytes).
+	NoCheck bool
+	// Trace records every rank's steps for WriteTrace.
+	Trace bool
+}
+
+// Comm is a communicator: ranks on virtual hosts, their registered
+// buffers, the connections between them (transport.qpsPerConnection QPs
+// per pair of ranks that talk, made on first use), and the runtime that
+// executes plans on the cluster's loop. The transport is the cluster's:
+// nothing here knows whether it is MRC or RoCE.
+type Comm struct {
+	C        *cluster.Cluster
+	Loop     *sim.Loop
+	opt      Options
+	ranks    []*rank
+	channels int
+	real     bool
+	trace    *Trace
+
+	// the phase being executed
+	running int // ranks still busy
+	err     error
+}
+
+// channel is one QP from a rank to a peer.
+type channel struct {
+	e   *endpoint.Engine
+	qpn uint32
+}
+
+// rank is one member's state: buffers, connections and the program it
+// is executing.
+type rank struct {
+	id, host int
+	bufs     [numBufs]*verbs.MR
+	peers    map[int][]channel
+
+	prog     []Step
+	members  []int // plan rank → comm rank of the running plan
+	pc       int
+	busy     bool // inside a timed reduction/copy
+	waiting  bool
+	waitFrom sim.Time
+	inAdv    bool
+	again    bool
+	inflight int // writes posted and not completed
+	active   bool
+	start    sim.Time
+	arrived  map[uint64]int32 // (peer comm rank, tag) → landed and not yet waited for
+	wrSeq    uint64
+	sends    map[uint64]sendRec // trace: write in flight by WR id
+	label    string
+}
+
+type sendRec struct {
+	at   sim.Time
+	peer int
+	tag  uint32
+	n    uint64
+}
+
+// New creates a communicator over the cluster's hosts.
+func New(c *cluster.Cluster, opt Options) (*Comm, error) {
+	if opt.Chunk == 0 {
+		opt.Chunk = 1 << 20
+	}
+	if opt.Chunk < 4 {
+		return nil, fmt.Errorf("collectives: chunk of %d bytes (want ≥ 4)", opt.Chunk)
+	}
+	hosts := opt.Hosts
+	if hosts == nil {
+		for h := range c.Hosts {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) < 2 {
+		return nil, fmt.Errorf("collectives: need at least 2 ranks, have %d", len(hosts))
+	}
+	seen := map[int]bool{}
+	m := &Comm{C: c, Loop: c.Loop, opt: opt, channels: c.Config.Transport.QPsPerConnection,
+		real: c.Config.Transport.Payload == config.PayloadReal}
+	for i, h := range hosts {
+		if h < 0 || h >= len(c.Hosts) || seen[h] {
+			return nil, fmt.Errorf("collectives: rank %d on host %d: no such host or host used twice", i, h)
+		}
+		seen[h] = true
+		m.ranks = append(m.ranks, &rank{id: i, host: h, peers: map[int][]channel{}, arrived: map[uint64]int32{}})
+	}
+	if opt.Trace {
+		m.trace = newTrace(m)
+	}
+	return m, nil
+}
+
+// Size returns the number of ranks.
+func (m *Comm) Size() int { return len(m.ranks) }
+
+// Channels returns the QPs per connection.
+func (m *Comm) Channels() int { return m.channels }
+
+// RealPayload reports whether buffers hold bytes (results can be checked).
+func (m *Comm) RealPayload() bool { return m.real }
+
+// Buffer returns rank r's buffer b (nil before the first run needing it).
+func (m *Comm) Buffer(r int, b Buf) *verbs.MR { return m.ranks[r].bufs[b] }
+
+// connect makes the QPs between comm ranks a and b.
+func (m *Comm) connect(a, b int) error {
+	ra, rb := m.ranks[a], m.ranks[b]
+	if _, ok := ra.peers[b]; ok {
+		return nil
+	}
+	ps, err := m.C.Connect(ra.host, rb.host)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		ra.peers[b] = append(ra.peers[b], channel{p.A.Engine, p.A.T.QPN()})
+		rb.peers[a] = append(rb.peers[a], channel{p.B.Engine, p.B.T.QPN()})
+		p.A.CQ.Handler = m.handler(ra, b)
+		p.B.CQ.Handler = m.handler(rb, a)
+	}
+	return nil
+}
+
+// ensure registers buffers of at least the given sizes on rank r.
+func (m *Comm) ensure(r *rank, sizes [numBufs]uint64) {
+	for b, n := range sizes {
+		if n == 0 {
+			n = 4
+		}
+		if r.bufs[b] == nil || r.bufs[b].Len < n {
+			r.bufs[b] = m.C.Region(r.host, n, nil)
+		}
+	}
+}
+
+// prepare connects every pair a plan's writes use and sizes the buffers.
+func (m *Comm) prepare(p Plan, members []int, send, recv uint64) error {
+	for pr, steps := range p.Steps {
+		a := members[pr]
+		for _, s := range steps {
+			if s.Kind == Write {
+				b := members[s.Peer]
+				if err := m.connect(min(a, b), max(a, b)); err != nil {
+					return err
+				}
+			}
+		}
+		m.ensure(m.ranks[a], [numBufs]uint64{send, recv, p.ScratchBytes})
+	}
+	return nil
+}
+
+// launch starts plan p on the comm ranks members (plan rank i is comm
+// rank members[i]) at the current time. Several plans over disjoint ranks
+// may be launched before wait.
+func (m *Comm) launch(p Plan, members []int, label string) {
+	now := m.Loop.Now()
+	for pr, steps := range p.Steps {
+		r := m.ranks[members[pr]]
+		r.prog, r.members, r.pc, r.active, r.start, r.label = steps, members, 0, true, now, label
+		m.running++
+	}
+	for pr := range p.Steps {
+		m.advance(m.ranks[members[pr]])
+	}
+}
+
+// wait runs the loop until every launched rank has finished its program
+// and all its writes completed, or something failed.
+func (m *Comm) wait() error {
+	m.Loop.RunWhile(func() bool { return m.running > 0 && m.err == nil })
+	if m.err != nil {
+		err := m.err
+		m.err = nil
+		m.reset()
+		return err
+	}
+	if m.running > 0 {
+		for _, r := range m.ranks {
+			if r.active {
+				err := fmt.Errorf("collectives: stalled at %v: rank %d at step %d of %d (%d writes in flight)", m.Loop.Now(), r.id, r.pc, len(r.prog), r.inflight)
+				if r.pc < len(r.prog) {
+					s := r.prog[r.pc]
+					err = fmt.Errorf("%w, %s peer %d tag %d", err, s.Kind, r.members[s.Peer], s.Tag)
+				}
+				m.reset()
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Comm) reset() {
+	for _, r := range m.ranks {
+		r.active, r.prog, r.busy, r.waiting = false, nil, false, false
+		clear(r.arrived)
+	}
+	m.running = 0
+}
+
+func key(peer int, tag uint32) uint64 { return uint64(peer)<<32 | uint64(tag) }
+
+// handler is the CQ handler of r's QPs to comm rank peer.
+func (m *Comm) handler(r *rank, peer int) func(verbs.Completion) {
+	return func(x verbs.Completion) {
+		if x.Status != verbs.StatusOK && m.err == nil {
+			m.err = fmt.Errorf("collectives: rank %d ↔ rank %d: %v %v", r.id, peer, x.Op, x.Status)
+		}
+		if x.Op == verbs.OpRecvImm {
+			r.arrived[key(peer, x.Imm)]++
+			if m.trace != nil {
+				m.trace.recv(r, peer, x.Imm, x.Bytes)
+			}
+			m.advance(r)
+			return
+		}
+		r.inflight--
+		if m.trace != nil {
+			if s, ok := r.sends[x.WRID]; ok {
+				delete(r.sends, x.WRID)
+				m.trace.send(r, x.WRID, s)
+			}
+		}
+		m.finishCheck(r)
+	}
+}
+
+// advance runs r's program as far as it can go now. Completion handlers
+// may call it from inside a Post; the guard turns that into another turn
+// of the outer call.
+func (m *Comm) advance(r *rank) {
+	if !r.active {
+		return
+	}
+	if r.inAdv {
+		r.again = true
+		return
+	}
+	r.inAdv = true
+	for {
+		r.again = false
+		m.run(r)
+		if !r.again {
+			break
+		}
+	}
+	r.inAdv = false
+	m.finishCheck(r)
+}
+
+func (m *Comm) finishCheck(r *rank) {
+	if r.active && !r.inAdv && r.pc == len(r.prog) && r.inflight == 0 {
+		r.active = false
+		m.running--
+		if m.trace != nil {
+			m.trace.span(r, r.label, r.start, m.Loop.Now(), nil)
+		}
+	}
+}
+
+func (m *Comm) run(r *rank) {
+	for r.pc < len(r.prog) && !r.busy && m.err == nil {
+		s := &r.prog[r.pc]
+		switch s.Kind {
+		case Write:
+			if err := m.post(r, s); err != nil {
+				m.err = err
+				return
+			}
+			r.pc++
+		case Wait:
+			k := key(r.members[s.Peer], s.Tag)
+			if r.arrived[k] == 0 {
+				if !r.waiting {
+					r.waiting, r.waitFrom = true, m.Loop.Now()
+				}
+				return
+			}
+			r.arrived[k]--
+			if m.trace != nil {
+				from := m.Loop.Now()
+				if r.waiting {
+					from = r.waitFrom
+				}
+				m.trace.span(r, "wait", from, m.Loop.Now(), map[string]any{"peer": r.members[s.Peer], "tag": s.Tag, "bytes": s.Len})
+			}
+			r.waiting = false
+			r.pc++
+		case Reduce, Copy:
+			m.compute(r, s)
+			if m.opt.ReduceBps > 0 {
+				d := sim.Time(float64(s.Len) / m.opt.ReduceBps * 1e9)
+				if d > 0 {
+					r.busy = true
+					from := m.Loop.Now()
+					m.Loop.At(from+d, func() {
+						if m.trace != nil {
+							m.trace.span(r, s.Kind.String(), from, m.Loop.Now(), map[string]any{"bytes": s.Len})
+						}
+						r.busy = false
+						r.pc++
+						m.advance(r)
+					})
+					return
+				}
+			}
+			if m.trace != nil {
+				m.trace.span(r, s.Kind.String(), m.Loop.Now(), m.Loop.Now(), map[string]any{"bytes": s.Len})
+			}
+			r.pc++
+		}
+	}
+}
+
+// post turns a Write step into a WriteImm work request.
+func (m *Comm) post(r *rank, s *Step) error {
+	peer := r.members[s.Peer]
+	chs := r.peers[peer]
+	if len(chs) == 0 {
+		return fmt.Errorf("collectives: rank %d has no connection to rank %d", r.id, peer)
+	}
+	ch := chs[s.Channel%len(chs)]
+	src, dst := r.bufs[s.Src], m.ranks[peer].bufs[s.Dst]
+	if s.SrcOff+s.Len > src.Len || s.DstOff+s.Len > dst.Len {
+		return fmt.Errorf("collectives: rank %d write %s[%d:+%d] → rank %d %s[%d:+%d] outside the buffers (%d, %d bytes)",
+			r.id, s.Src, s.SrcOff, s.Len, peer, s.Dst, s.DstOff, s.Len, src.Len, dst.Len)
+	}
+	r.wrSeq++
+	wr := verbs.WorkRequest{ID: r.wrSeq, Op: verbs.OpWriteImm, LocalKey: src.Key, LocalVA: src.VA + s.SrcOff, Length: s.Len,
+		RemoteKey: dst.Key, RemoteVA: dst.VA + s.DstOff, Imm: s.Tag}
+	if m.trace != nil {
+		if r.sends == nil {
+			r.sends = map[uint64]sendRec{}
+		}
+		r.sends[wr.ID] = sendRec{at: m.Loop.Now(), peer: peer, tag: s.Tag, n: s.Len}
+	}
+	r.inflight++
+	if err := ch.e.Post(ch.qpn, wr); err != nil {
+		r.inflight--
+		return fmt.Errorf("collectives: rank %d → rank %d: post: %w", r.id, peer, err)
+	}
+	return nil
+}
+
+// compute performs a Reduce or Copy on real bytes (nothing when elided).
+func (m *Comm) compute(r *rank, s *Step) {
+	src, dst := r.bufs[s.Src], r.bufs[s.Dst]
+	if src.Virtual() || dst.Virtual() {
+		return
+	}
+	a := src.Buf[s.SrcOff : s.SrcOff+s.Len]
+	d := dst.Buf[s.DstOff : s.DstOff+s.Len]
+	if s.Kind == Copy {
+		copy(d, a)
+		return
+	}
+	addFloat32(d, a)
+}
