@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/faults"
+)
+
+func init() { extraCommands = append(extraCommands, newDrillCmd) }
+
+func newDrillCmd() *cobra.Command {
+	var (
+		planPath, scenario, logPath, pattern string
+		at, dur, deadline                    time.Duration
+		src, dst                             int
+		size                                 uint64
+		mapper, baseline, asJSON             bool
+		period                               time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "drill",
+		Short: "Run a workload under a fault plan and print what failed, what noticed and how fast",
+		Long: `drill builds the configured cluster, starts a workload of RDMA transfers,
+applies a fault plan (YAML, see docs/faults.md) on the event loop, runs
+Clustermapper and the policy controller (uSID Clos fabrics), and prints a
+summary: per fault the time to first loss, to detection, to bypass, to
+location and to the denylist push; the job's completion, byte-for-byte
+verification, retransmissions and slowdown against a fault-free run.`,
+		Example: `  vcluster drill --plan plan.yaml --preset C
+  vcluster drill --scenario t1-reboot --at 300us --duration 500us --workload shift
+  vcluster drill --plan plan.yaml --set fabric.forwarding=ecmp --set transport.kind=roce --log events.jsonl`,
+		Args: noArgs,
+	}
+	load := presetFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&planPath, "plan", "", "fault plan YAML `file`")
+	f.StringVar(&scenario, "scenario", "", fmt.Sprintf("named scenario instead of a plan: %v", faults.ScenarioNames()))
+	f.DurationVar(&at, "at", 300*time.Microsecond, "scenario start (virtual time)")
+	f.DurationVar(&dur, "duration", time.Millisecond, "scenario length / boot time")
+	f.StringVar(&pattern, "workload", "p2p", "p2p (--src → --dst), shift (host i → i+n/2) or alltoall")
+	f.IntVar(&src, "src", 0, "p2p source host")
+	f.IntVar(&dst, "dst", -1, "p2p destination host (default: the last host)")
+	f.Uint64Var(&size, "bytes", 16<<20, "bytes per transfer")
+	f.BoolVar(&mapper, "mapper", true, "run Clustermapper and the policy controller (uSID Clos only)")
+	f.DurationVar(&period, "period", time.Second, "policy controller period")
+	f.BoolVar(&baseline, "baseline", true, "also run without faults, for the slowdown")
+	f.DurationVar(&deadline, "deadline", time.Second, "virtual-time limit")
+	f.StringVar(&logPath, "log", "", "write the event log (JSON lines) to `file`")
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := load()
+		if err != nil {
+			return err
+		}
+		var plan *faults.Plan
+		switch {
+		case planPath != "" && scenario != "":
+			return usageError(fmt.Errorf("--plan and --scenario: choose one"))
+		case planPath != "":
+			plan, err = faults.LoadPlan(planPath)
+		case scenario != "":
+			plan, err = faults.Scenario(scenario, at, dur)
+		default:
+			return usageError(fmt.Errorf("--plan or --scenario is required"))
+		}
+		if err != nil {
+			return usageError(fmt.Errorf("invalid fault plan:\n%w", err))
+		}
+		if dst < 0 {
+			dst = cfg.Fabric.Hosts - 1
+		}
+		o := faults.DrillOptions{Plan: plan, Workload: faults.Workload{Pattern: pattern, Src: src, Dst: dst, Bytes: size},
+			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline}
+		if logPath != "" {
+			lf, err := os.Create(logPath)
+			if err != nil {
+				return err
+			}
+			defer lf.Close()
+			o.Log = lf
+		}
+		s, err := faults.Drill(cfg, o)
+		if err != nil {
+			if _, ok := err.(faults.Errors); ok {
+				return usageError(fmt.Errorf("invalid fault plan:\n%w", err))
+			}
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if asJSON {
+			e := json.NewEncoder(w)
+			e.SetIndent("", "  ")
+			return e.Encode(s)
+		}
+		s.WriteSummary(w)
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,559 @@
+package faults
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/sim"
+)
+
+// Resolve validates the plan against a topology: every selector must match
+// something, every black-hole prefix must parse, every event's end must
+// come after its start. Random selectors are drawn here, from the plan
+// seed (or seed when the plan has none), so they are fixed before the run.
+// Problems come back with their lines.
+func (p *Plan) Resolve(topo *fabric.Topology, seed uint64) ([]*Target, error) {
+	if p.Seed != 0 {
+		seed = p.Seed
+	}
+	r := newResolver(topo, sim.NewStream(seed, "faults/select"))
+	var errs Errors
+	out := make([]*Target, len(p.Events))
+	for i, ev := range p.Events {
+		bad := func(f string, a ...any) {
+			errs = append(errs, &LineError{Source: p.Source, Line: ev.Line, Msg: fmt.Sprintf("events[%d]: ", ev.Index) + fmt.Sprintf(f, a...)})
+		}
+		if ev.sel.raw == "" {
+			sel, err := ParseSelector(ev.Target)
+			if err != nil {
+				bad("target: %v", err)
+				continue
+			}
+			ev.sel = sel
+		}
+		t, err := r.resolve(ev.sel)
+		if err != nil {
+			bad("target: %v", err)
+			continue
+		}
+		switch ev.Kind {
+		case SwitchDown, SwitchReboot, PlaneDown, BlackHole:
+			if len(t.Switches) == 0 {
+				bad("target: %s needs switches, %q selects cables", ev.Kind, ev.Target)
+			}
+		case PFCStorm:
+			if len(t.NICPorts) == 0 {
+				bad("target: pfc_storm needs NIC ports (nic:hH/pP), %q selects none", ev.Target)
+			}
+		default:
+			if len(t.Cables) == 0 && t.Dynamic == nil {
+				bad("target: %s needs cables, %q selects switches", ev.Kind, ev.Target)
+			}
+		}
+		if ev.Kind == BlackHole {
+			if _, err := parseUSID(topo, ev.Params["usid"]); err != nil {
+				bad("params.usid: %v", err)
+			}
+		}
+		if ev.Kind == SwitchReboot && ev.Duration == 0 && ev.dur("boot", 0) == 0 {
+			bad("switch_reboot needs a duration or params.boot (the boot time)")
+		}
+		if ev.Kind == LinkFlap && ev.dur("period", 0) == 0 {
+			bad("params.period: link_flap needs a period")
+		}
+		out[i] = t
+	}
+	return out, errs.err()
+}
+
+// Injector applies a plan's faults on the loop and undoes each at its end.
+// Overlapping faults compose: a link is down while any fault holds it
+// down, loss and corruption models stack, extra delays add up.
+type Injector struct {
+	Topo *fabric.Topology
+	Loop *sim.Loop
+	Plan *Plan
+	Rec  *Recorder // may be nil
+
+	targets []*Target
+	res     *resolver
+	seed    uint64
+	start   sim.Time
+
+	linkDown map[*fabric.Link]int
+	swDown   map[*fabric.Switch]int
+	loss     map[*fabric.Link]*layered
+	corr     map[*fabric.Link]*layered
+	delay    map[*fabric.Link]*delays
+	storms   map[int]*storm
+	holes    map[*fabric.Switch]int
+	// Active counts faults in effect.
+	Active int
+}
+
+type layered struct {
+	base   any
+	models []any
+}
+
+type delays struct {
+	base  time.Duration
+	extra []time.Duration
+}
+
+type storm struct {
+	ports   []*fabric.Port
+	class   uint8
+	quanta  uint16
+	every   time.Duration
+	stopped bool
+}
+
+// NewInjector validates plan against topo (see Plan.Resolve) and returns
+// an injector for it; seed is the cluster's seed (used when the plan has
+// none).
+func NewInjector(topo *fabric.Topology, loop *sim.Loop, plan *Plan, seed uint64, rec *Recorder) (*Injector, error) {
+	ts, err := plan.Resolve(topo, seed)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Seed != 0 {
+		seed = plan.Seed
+	}
+	return &Injector{Topo: topo, Loop: loop, Plan: plan, Rec: rec, targets: ts, seed: seed,
+		res:      newResolver(topo, sim.NewStream(seed, "faults/dynamic")),
+		linkDown: map[*fabric.Link]int{}, swDown: map[*fabric.Switch]int{},
+		loss: map[*fabric.Link]*layered{}, corr: map[*fabric.Link]*layered{}, delay: map[*fabric.Link]*delays{},
+		storms: map[int]*storm{}, holes: map[*fabric.Switch]int{}}, nil
+}
+
+// Target returns what event i resolved to (after it started, for dynamic
+// selectors).
+func (in *Injector) Target(i int) *Target { return in.targets[i] }
+
+// Start schedules every event relative to now.
+func (in *Injector) Start() {
+	in.start = in.Loop.Now()
+	for i, ev := range in.Plan.Events {
+		i, ev := i, ev
+		in.Loop.At(in.start+sim.Time(ev.At), func() { in.apply(i) })
+		if end := ev.End(); end > 0 {
+			in.Loop.At(in.start+sim.Time(end), func() { in.undo(i) })
+		}
+	}
+}
+
+func (in *Injector) apply(i int) {
+	ev, t := in.Plan.Events[i], in.targets[i]
+	if t.Dynamic != nil {
+		t = in.res.busiest(*t.Dynamic)
+		in.targets[i] = t
+	}
+	in.Active++
+	if in.Rec != nil {
+		in.Rec.injected(i, ev, t)
+	}
+	switch ev.Kind {
+	case LinkDown, Optics, NICDown:
+		for _, c := range t.Cables {
+			in.cableDown(c, true)
+		}
+	case LinkFlap:
+		in.flap(i, ev, t)
+	case Loss, Degrade, BitErrors:
+		for _, l := range in.dirLinks(ev, t) {
+			in.addImpair(i, ev, l)
+		}
+	case Latency:
+		for _, l := range in.dirLinks(ev, t) {
+			in.addDelay(l, ev.dur("delay", 0))
+		}
+	case SwitchDown, SwitchReboot, PlaneDown:
+		for _, s := range t.Switches {
+			in.switchDown(s, true)
+		}
+	case PFCStorm:
+		st := &storm{ports: t.NICPorts, class: uint8(ev.int("class", 3)), quanta: uint16(ev.int("quanta", fabric.MaxQuanta))}
+		// Default: re-pause at half the pause time, so the class never
+		// resumes.
+		rate := st.ports[0].Tx.Rate
+		pause := time.Duration(float64(st.quanta) * 512 / float64(rate) * 1e9)
+		st.every = ev.dur("interval", max(pause/2, time.Microsecond))
+		in.storms[i] = st
+		in.stormTick(st)
+	case BlackHole:
+		sid, _ := parseUSID(in.Topo, ev.Params["usid"])
+		for _, s := range t.Switches {
+			in.holes[s]++
+			s.BlackHole(sid, ev.float("fraction", 1))
+		}
+	}
+}
+
+func (in *Injector) undo(i int) {
+	ev, t := in.Plan.Events[i], in.targets[i]
+	if t.Dynamic != nil {
+		return // never started
+	}
+	in.Active--
+	switch ev.Kind {
+	case LinkDown, Optics, NICDown:
+		for _, c := range t.Cables {
+			in.cableDown(c, false)
+		}
+	case LinkFlap:
+		// the flap schedule brings the cables back itself; make sure
+		for _, c := range t.Cables {
+			in.cableDown(c, false)
+		}
+	case Loss, Degrade, BitErrors:
+		for _, l := range in.dirLinks(ev, t) {
+			in.removeImpair(i, ev, l)
+		}
+	case Latency:
+		for _, l := range in.dirLinks(ev, t) {
+			in.removeDelay(l, ev.dur("delay", 0))
+		}
+	case SwitchDown, SwitchReboot, PlaneDown:
+		for _, s := range t.Switches {
+			in.switchDown(s, false)
+		}
+	case PFCStorm:
+		st := in.storms[i]
+		st.stopped = true
+		for _, p := range st.ports {
+			p.SendPause(st.class, 0)
+		}
+		delete(in.storms, i)
+	case BlackHole:
+		for _, s := range t.Switches {
+			if in.holes[s]--; in.holes[s] == 0 {
+				s.BlackHole(0, 0)
+			}
+		}
+	}
+	if in.Rec != nil {
+		in.Rec.recovered(i, ev, t)
+	}
+}
+
+// dirLinks returns the link directions an event acts on: forward (A→B),
+// reverse, or both (the default, except degrade: forward).
+func (in *Injector) dirLinks(ev *Event, t *Target) []*fabric.Link {
+	def := "both"
+	if ev.Kind == Degrade {
+		def = "forward"
+	}
+	dir := ev.str("direction", def)
+	var out []*fabric.Link
+	for _, c := range t.Cables {
+		if dir != "reverse" {
+			out = append(out, c.A.Tx)
+		}
+		if dir != "forward" {
+			out = append(out, c.B.Tx)
+		}
+	}
+	return out
+}
+
+func (in *Injector) setLink(l *fabric.Link, down bool) {
+	if down {
+		in.linkDown[l]++
+		l.SetUp(false)
+		return
+	}
+	if in.linkDown[l] > 0 {
+		in.linkDown[l]--
+	}
+	if in.linkDown[l] == 0 && !in.switchHeld(l) {
+		l.SetUp(true)
+	}
+}
+
+// switchHeld reports whether a switch at either end of l is down by a fault.
+func (in *Injector) switchHeld(l *fabric.Link) bool {
+	if s, ok := l.Dst().Owner.(*fabric.Switch); ok && in.swDown[s] > 0 {
+		return true
+	}
+	if p := l.Dst().Peer; p != nil {
+		if s, ok := p.Owner.(*fabric.Switch); ok && in.swDown[s] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (in *Injector) cableDown(c Cable, down bool) {
+	in.setLink(c.A.Tx, down)
+	in.setLink(c.B.Tx, down)
+	if !down {
+		linkUpNotify(c.A)
+		linkUpNotify(c.B)
+	}
+}
+
+// linkUpNotify plays a NIC's link-up interrupt: a host port whose link
+// came back tells its NIC (TxReady), so the RDMA engine looks at its ports
+// again. Without it a host whose every port was down never sends again:
+// nothing else wakes its QPs (see docs/faults.md, "gaps").
+func linkUpNotify(p *fabric.Port) {
+	if _, sw := p.Owner.(*fabric.Switch); sw || p.Notify == nil || p.Tx == nil || !p.Tx.Up() {
+		return
+	}
+	p.Notify.TxReady(p)
+}
+
+func (in *Injector) switchDown(s *fabric.Switch, down bool) {
+	if down {
+		in.swDown[s]++
+		s.SetDown(true)
+		return
+	}
+	if in.swDown[s] > 0 {
+		in.swDown[s]--
+	}
+	if in.swDown[s] > 0 {
+		return
+	}
+	s.SetDown(false)
+	// SetDown(false) brought every cable up: keep those other faults hold
+	// down (a link fault, or the switch at the far end) down.
+	for _, p := range s.Ports {
+		if p.Tx == nil {
+			continue
+		}
+		for _, l := range []*fabric.Link{p.Tx, p.Peer.Tx} {
+			if in.linkDown[l] > 0 || in.switchHeld(l) {
+				l.SetUp(false)
+			}
+		}
+		linkUpNotify(p.Peer)
+	}
+}
+
+func (in *Injector) flap(i int, ev *Event, t *Target) {
+	period := ev.dur("period", 0)
+	downFor := ev.dur("down", period/2)
+	count := ev.int("count", 0)
+	if count == 0 {
+		if ev.Duration > 0 {
+			count = int(ev.Duration / period)
+		} else {
+			count = 10
+		}
+	}
+	jitter := ev.dur("jitter", 0)
+	rng := sim.NewStream(in.seed, fmt.Sprintf("faults/flap/%d", i))
+	now := in.Loop.Now()
+	for k := 0; k < count; k++ {
+		var j time.Duration
+		if jitter > 0 {
+			j = time.Duration(rng.Int64N(int64(jitter) + 1))
+		}
+		at := now + sim.Time(time.Duration(k)*period+j)
+		in.Loop.At(at, func() {
+			for _, c := range t.Cables {
+				in.cableDown(c, true)
+			}
+			if in.Rec != nil {
+				in.Rec.note(i, "flap_down", nil)
+			}
+		})
+		in.Loop.At(at+sim.Time(downFor), func() {
+			for _, c := range t.Cables {
+				in.cableDown(c, false)
+			}
+			if in.Rec != nil {
+				in.Rec.note(i, "flap_up", nil)
+			}
+		})
+	}
+}
+
+func (in *Injector) addImpair(i int, ev *Event, l *fabric.Link) {
+	name := fmt.Sprintf("%d/%s", i, l.Name)
+	switch ev.Kind {
+	case BitErrors:
+		in.push(in.corr, l, fabric.NewBitErrors(ev.float("ber", 0), in.seed, name), true)
+	case Degrade:
+		if ev.Params["loss"] != "" {
+			in.push(in.loss, l, fabric.NewBernoulli(ev.float("loss", 0), in.seed, name), false)
+		}
+		if ev.Params["delay"] != "" {
+			in.addDelay(l, ev.dur("delay", 0))
+		}
+	case Loss:
+		rate := ev.float("rate", 0)
+		var m fabric.LossModel
+		if ev.str("model", "bernoulli") == "gilbert" {
+			// Bursts of mean length `burst` packets lost in full (Bad
+			// loses all, Good nothing), entered at the rate that gives the
+			// mean loss: P/(P+R) = rate.
+			burst := ev.float("burst", 4)
+			r := 1 / burst
+			p := rate * r / max(1-rate, 1e-9)
+			m = fabric.NewGilbertElliott(p, r, 0, 1, in.seed, name)
+		} else {
+			m = fabric.NewBernoulli(rate, in.seed, name)
+		}
+		in.push(in.loss, l, m, false)
+	}
+}
+
+func (in *Injector) removeImpair(i int, ev *Event, l *fabric.Link) {
+	name := fmt.Sprintf("%d/%s", i, l.Name)
+	switch ev.Kind {
+	case BitErrors:
+		in.pop(in.corr, l, name, true)
+	case Degrade:
+		if ev.Params["loss"] != "" {
+			in.pop(in.loss, l, name, false)
+		}
+		if ev.Params["delay"] != "" {
+			in.removeDelay(l, ev.dur("delay", 0))
+		}
+	case Loss:
+		in.pop(in.loss, l, name, false)
+	}
+}
+
+func (in *Injector) push(set map[*fabric.Link]*layered, l *fabric.Link, m any, corr bool) {
+	ly := set[l]
+	if ly == nil {
+		ly = &layered{}
+		if corr {
+			ly.base = l.Corr
+		} else {
+			ly.base = l.Loss
+		}
+		set[l] = ly
+	}
+	ly.models = append(ly.models, m)
+	in.install(ly, l, corr)
+}
+
+func (in *Injector) pop(set map[*fabric.Link]*layered, l *fabric.Link, _ string, corr bool) {
+	ly := set[l]
+	if ly == nil || len(ly.models) == 0 {
+		return
+	}
+	// Faults on one link end in any order; models are interchangeable for
+	// the outcome, so drop the oldest.
+	ly.models = ly.models[1:]
+	in.install(ly, l, corr)
+	if len(ly.models) == 0 {
+		delete(set, l)
+	}
+}
+
+func (in *Injector) install(ly *layered, l *fabric.Link, corr bool) {
+	all := ly.models
+	if ly.base != nil && !isNilModel(ly.base) {
+		all = append([]any{ly.base}, all...)
+	}
+	if corr {
+		switch len(all) {
+		case 0:
+			l.Corr = nil
+		case 1:
+			l.Corr = all[0].(fabric.CorruptionModel)
+		default:
+			var ms multiCorr
+			for _, m := range all {
+				ms = append(ms, m.(fabric.CorruptionModel))
+			}
+			l.Corr = ms
+		}
+		return
+	}
+	switch len(all) {
+	case 0:
+		l.Loss = nil
+	case 1:
+		l.Loss = all[0].(fabric.LossModel)
+	default:
+		var ms multiLoss
+		for _, m := range all {
+			ms = append(ms, m.(fabric.LossModel))
+		}
+		l.Loss = ms
+	}
+}
+
+func isNilModel(m any) bool {
+	switch x := m.(type) {
+	case fabric.LossModel:
+		return x == nil
+	case fabric.CorruptionModel:
+		return x == nil
+	}
+	return m == nil
+}
+
+// multiLoss loses a packet when any of its models does (every model draws,
+// so each keeps its own stream in step).
+type multiLoss []fabric.LossModel
+
+func (m multiLoss) Lose(p *fabric.Packet) bool {
+	lost := false
+	for _, x := range m {
+		if x.Lose(p) {
+			lost = true
+		}
+	}
+	return lost
+}
+
+type multiCorr []fabric.CorruptionModel
+
+func (m multiCorr) Corrupt(p *fabric.Packet) bool {
+	bad := false
+	for _, x := range m {
+		if x.Corrupt(p) {
+			bad = true
+		}
+	}
+	return bad
+}
+
+func (in *Injector) addDelay(l *fabric.Link, d time.Duration) {
+	ds := in.delay[l]
+	if ds == nil {
+		ds = &delays{base: l.Delay}
+		in.delay[l] = ds
+	}
+	ds.extra = append(ds.extra, d)
+	l.Delay += d
+}
+
+func (in *Injector) removeDelay(l *fabric.Link, d time.Duration) {
+	ds := in.delay[l]
+	if ds == nil {
+		return
+	}
+	for k, x := range ds.extra {
+		if x == d {
+			ds.extra = append(ds.extra[:k], ds.extra[k+1:]...)
+			break
+		}
+	}
+	l.Delay = ds.base
+	for _, x := range ds.extra {
+		l.Delay += x
+	}
+	if len(ds.extra) == 0 {
+		delete(in.delay, l)
+	}
+}
+
+func (in *Injector) stormTick(st *storm) {
+	if st.stopped {
+		return
+	}
+	for _, p := range st.ports {
+		p.SendPause(st.class, st.quanta)
+	}
+	in.Loop.AfterFunc(st.every, func() { in.stormTick(st) })
+}

@@ -1,0 +1,86 @@
+package faults
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/sim"
+)
+
+// throughput runs the workload under plan (nil: none) and returns the
+// aggregate throughput in bits/s the hosts' NIC ports received between
+// from and to (steady state: after the transports moved off the failure).
+func throughput(t *testing.T, sets []string, w Workload, plan string, from, to sim.Time) float64 {
+	t.Helper()
+	var p *Plan
+	if plan != "" {
+		p = mustPlan(t, plan)
+	}
+	var b0, b1 uint64
+	rx := func(c *cluster.Cluster) uint64 {
+		var n uint64
+		for _, hp := range c.Topo.HostPorts {
+			for _, pt := range hp {
+				n += pt.Counters.RxBytes
+			}
+		}
+		return n
+	}
+	s, err := Drill(load(t, sets...), DrillOptions{Plan: p, Workload: w, OnCluster: func(c *cluster.Cluster) {
+		c.Loop.At(from, func() { b0 = rx(c) })
+		c.Loop.At(to, func() { b1 = rx(c) })
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Completed != s.Transfers || s.JobNs == 0 || sim.Time(s.JobNs) < to {
+		t.Fatalf("%d/%d transfers completed (%s) at %v, want the job to outlast %v", s.Completed, s.Transfers, s.TransportOutcome, time.Duration(s.JobNs), to)
+	}
+	return float64(b1-b0) * 8 / (float64(to-from) / 1e9)
+}
+
+// T8 blast radius, measured as throughput before and after (MRC, uSID).
+func TestT8BlastRadius(t *testing.T) {
+	if testing.Short() {
+		t.Skip("T8 moves a few hundred MB of simulated traffic")
+	}
+	// One NIC port of a host: 1/planes of its capacity.
+	for _, c := range []struct {
+		planes int
+		want   float64
+	}{{8, 0.125}, {4, 0.25}} {
+		sets := []string{"fabric.planes=" + fmt.Sprint(c.planes), "fabric.hosts=16", "fabric.hostLinkSpeed=100G", "fabric.fabricLinkSpeed=100G",
+			"transport.kind=mrc", "transport.payload=elided"}
+		w := Workload{Pattern: "p2p", Src: 0, Dst: 15, Bytes: 32 << 20}
+		before := throughput(t, sets, w, "", 100*sim.Microsecond, 300*sim.Microsecond)
+		after := throughput(t, sets, w, "events:\n  - {at: 0, kind: nic_down, target: nic:h0/p0}\n", 100*sim.Microsecond, 300*sim.Microsecond)
+		lost := 1 - after/before
+		t.Logf("%d×100G planes, one NIC port down: %.1f → %.1f Gb/s, capacity lost %.2f%% (TARGETS T8: %.1f%%)", c.planes, before/1e9, after/1e9, 100*lost, 100*c.want)
+		if math.Abs(lost-c.want) > 0.01 {
+			t.Errorf("NIC port on %d planes: lost %.2f%%, want %.1f%% ± 1 pp", c.planes, 100*lost, 100*c.want)
+		}
+	}
+	// One T0–T1 cable: 1/(planes × T1s) of the T0's uplink capacity. 8
+	// planes × 32 T1s (the paper's 0.4%) and one plane of 800G with 32 T1s
+	// (3%): 32 hosts under each of 2 T0s, every host sending to one under
+	// the other T0, so the uplinks are the bottleneck.
+	for _, c := range []struct {
+		planes int
+		speed  string
+		want   float64
+	}{{8, "100G", 1.0 / 256}, {1, "800G", 1.0 / 32}} {
+		sets := []string{fmt.Sprintf("fabric.planes=%d", c.planes), "fabric.hostsPerT0=32", "fabric.t0PerPlane=2", "fabric.t1PerPlane=32", "fabric.hosts=64",
+			"fabric.hostLinkSpeed=" + c.speed, "fabric.fabricLinkSpeed=" + c.speed, "transport.kind=mrc", "transport.payload=elided"}
+		w := Workload{Pattern: "shift", Bytes: 40 << 20}
+		before := throughput(t, sets, w, "", 250*sim.Microsecond, 400*sim.Microsecond)
+		after := throughput(t, sets, w, "events:\n  - {at: 0, kind: link_down, target: link:p0.t0.0-p0.t1.0}\n", 250*sim.Microsecond, 400*sim.Microsecond)
+		lost := 1 - after/before
+		t.Logf("%d×%s planes, 32 T1s, one T0–T1 cable down: %.1f → %.1f Gb/s, capacity lost %.2f%% (TARGETS T8: %.1f%%)", c.planes, c.speed, before/1e9, after/1e9, 100*lost, 100*c.want)
+		if math.Abs(lost-c.want) > 0.01 {
+			t.Errorf("T0–T1 cable on %d planes: lost %.2f%%, want %.2f%% ± 1 pp", c.planes, 100*lost, 100*c.want)
+		}
+	}
+}
