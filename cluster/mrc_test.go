@@ -346,3 +346,51 @@ func TestMRCDenyLink(t *testing.T) {
 		t.Fatal("the allowed link carries nothing")
 	}
 }
+
+// A denylist entry reaches QPs connected after it was pushed.
+func TestMRCDenyLinkReachesNewQPs(t *testing.T) {
+	c := mrcCluster(t)
+	if _, err := c.DenyLink(1, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	// No QP existed yet: connect now and look at the new QP's EVs.
+	ps, err := c.Connect(0, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := ps[0].A.T.(*mrc.QP)
+	n := 0
+	for _, e := range q.EVStates() {
+		if e.Plane == 1 && e.Choice == 2 {
+			n++
+			if e.State != mrc.EVDenied {
+				t.Fatalf("EV %#x on a denied path is %v", e.EV, e.State)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no EV on the denied path to check")
+	}
+}
+
+// Every NIC port of the sender goes down and comes back: the NIC hears the
+// link come up and the transfer resumes and completes.
+func TestMRCAllNICPortsDownAndBack(t *testing.T) {
+	c := mrcCluster(t)
+	tr, _ := runTransfer(t, c, 0, 15, 16<<20, 100*sim.Microsecond, func(*mrc.QP) {
+		for _, p := range c.Topo.HostPorts[0] {
+			p.Tx.SetUp(false)
+			p.Peer.Tx.SetUp(false)
+		}
+		c.Loop.At(600*sim.Microsecond, func() {
+			for _, p := range c.Topo.HostPorts[0] {
+				p.Tx.SetUp(true)
+				p.Peer.Tx.SetUp(true)
+			}
+		})
+	})
+	if tr.End < 600*sim.Microsecond {
+		t.Fatalf("finished at %v, before the ports came back", tr.End)
+	}
+	t.Logf("all NIC ports down 100–600 µs: 16 MiB done at %v", tr.End)
+}

@@ -249,10 +249,7 @@ func (c *Cluster) linkCmd(plane, t0, t1 int, deny bool) (int, error) {
 	}
 	n := 0
 	for h, host := range c.Hosts {
-		e, ok := host.NIC.RDMA.(*endpoint.Engine)
-		if !ok {
-			continue
-		}
+		e := host.RDMA() // also records the entry for QPs connected later
 		sub, _ := c.Topo.HostSubnet(h)
 		for peer := range c.Hosts {
 			ps, _ := c.Topo.HostSubnet(peer)

@@ -1,7 +1,9 @@
 package endpoint
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
@@ -37,6 +39,10 @@ type Engine struct {
 	// OnLinkStatus, if set, hears which NIC ports' links are up after a
 	// change (after the transports were told).
 	OnLinkStatus func(upMask uint32)
+
+	// denied is the engine's path denylist: what DenyPath was told, so
+	// that QPs connected later are denied the same paths.
+	denied map[deniedPath]bool
 
 	// FreeBytes is how many bytes may wait in a plane's NIC egress queue
 	// before the plane stops counting as free for data (default: one
@@ -169,7 +175,12 @@ func Connect(ea *Engine, a verbs.Transport, attrA verbs.QPAttrs, eb *Engine, b v
 	if err := a.Connect(attrA, attrB); err != nil {
 		return err
 	}
-	return b.Connect(attrB, attrA)
+	if err := b.Connect(attrB, attrA); err != nil {
+		return err
+	}
+	ea.applyDenied(a)
+	eb.applyDenied(b)
+	return nil
 }
 
 // Post posts a work request on qpn and lets the QP send.
@@ -430,12 +441,48 @@ type PathController interface {
 	AllowPath(plane, choice int) int
 }
 
+type deniedPath struct{ peer, plane, choice int }
+
 // DenyPath denies path (plane, choice) on every QP of the engine that talks
 // to host peer (any peer when peer < 0) and reports how many EVs it denied.
-func (e *Engine) DenyPath(peer, plane, choice int) int { return e.pathCmd(peer, plane, choice, true) }
+// The entry stays on the engine's denylist: QPs connected later (Connect)
+// start with those paths denied.
+func (e *Engine) DenyPath(peer, plane, choice int) int {
+	if e.denied == nil {
+		e.denied = map[deniedPath]bool{}
+	}
+	e.denied[deniedPath{peer, plane, choice}] = true
+	return e.pathCmd(peer, plane, choice, true)
+}
 
 // AllowPath undoes DenyPath.
-func (e *Engine) AllowPath(peer, plane, choice int) int { return e.pathCmd(peer, plane, choice, false) }
+func (e *Engine) AllowPath(peer, plane, choice int) int {
+	delete(e.denied, deniedPath{peer, plane, choice})
+	return e.pathCmd(peer, plane, choice, false)
+}
+
+// applyDenied denies a newly connected transport the paths on the
+// engine's denylist that concern its peer.
+func (e *Engine) applyDenied(t verbs.Transport) {
+	pc, ok := t.(PathController)
+	if !ok || len(e.denied) == 0 {
+		return
+	}
+	peer := pc.Remote().Host
+	// Sorted, so the EV state changes happen in a reproducible order.
+	keys := make([]deniedPath, 0, len(e.denied))
+	for k := range e.denied {
+		if k.peer < 0 || k.peer == peer {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b deniedPath) int {
+		return cmp.Or(cmp.Compare(a.peer, b.peer), cmp.Compare(a.plane, b.plane), cmp.Compare(a.choice, b.choice))
+	})
+	for _, k := range keys {
+		pc.DenyPath(k.plane, k.choice)
+	}
+}
 
 func (e *Engine) pathCmd(peer, plane, choice int, deny bool) int {
 	n := 0

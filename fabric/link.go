@@ -55,7 +55,7 @@ type Link struct {
 	Counters LinkCounters
 
 	loop     *sim.Loop
-	dst      *Port
+	src, dst *Port // src: the port that serializes onto this link (nil if not cabled by a topology)
 	up       bool
 	inflight packetFIFO
 	lastDue  sim.Time
@@ -70,8 +70,21 @@ func NewLink(loop *sim.Loop, name string, rate uint64, delay time.Duration, dst 
 func (l *Link) Up() bool { return l.up }
 
 // SetUp brings the link up or down. Frames in flight when it goes down are
-// lost (counted as DroppedDown when they would have arrived).
-func (l *Link) SetUp(up bool) { l.up = up }
+// lost (counted as DroppedDown when they would have arrived). When it comes
+// back, the sending port's device hears it (TxReadyNotifier), as a NIC
+// gets a link-up interrupt, and the port resumes sending what it queued.
+func (l *Link) SetUp(up bool) {
+	was := l.up
+	l.up = up
+	if up && !was && l.src != nil {
+		if !l.src.busy {
+			l.src.startNext()
+		}
+		if l.src.Notify != nil {
+			l.src.Notify.TxReady(l.src)
+		}
+	}
+}
 
 // Dst returns the port the link delivers to.
 func (l *Link) Dst() *Port { return l.dst }

@@ -134,6 +134,7 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 func (t *Topology) connect(a, b *Port, rate uint64, delay time.Duration) {
 	a.Tx = NewLink(t.Loop, a.Name+">"+b.Name, rate, delay, b)
 	b.Tx = NewLink(t.Loop, b.Name+">"+a.Name, rate, delay, a)
+	a.Tx.src, b.Tx.src = a, b
 	a.Peer, b.Peer = b, a
 	t.Links = append(t.Links, a.Tx, b.Tx)
 }

@@ -288,21 +288,6 @@ func (in *Injector) switchHeld(l *fabric.Link) bool {
 func (in *Injector) cableDown(c Cable, down bool) {
 	in.setLink(c.A.Tx, down)
 	in.setLink(c.B.Tx, down)
-	if !down {
-		linkUpNotify(c.A)
-		linkUpNotify(c.B)
-	}
-}
-
-// linkUpNotify plays a NIC's link-up interrupt: a host port whose link
-// came back tells its NIC (TxReady), so the RDMA engine looks at its ports
-// again. Without it a host whose every port was down never sends again:
-// nothing else wakes its QPs (see docs/faults.md, "gaps").
-func linkUpNotify(p *fabric.Port) {
-	if _, sw := p.Owner.(*fabric.Switch); sw || p.Notify == nil || p.Tx == nil || !p.Tx.Up() {
-		return
-	}
-	p.Notify.TxReady(p)
 }
 
 func (in *Injector) switchDown(s *fabric.Switch, down bool) {
@@ -329,7 +314,6 @@ func (in *Injector) switchDown(s *fabric.Switch, down bool) {
 				l.SetUp(false)
 			}
 		}
-		linkUpNotify(p.Peer)
 	}
 }
 
