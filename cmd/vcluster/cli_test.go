@@ -85,7 +85,7 @@ func TestRunWritesManifest(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte("fabric:\n  preset: D\nrun:\n  duration: 5ms\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, "run", "--out", dir, "--config", cfgPath, "--set", "fabric.mtu=9000", "--seed", "42")
+	code, out, errOut := runCLI(t, "run", "--quick", "--out", dir, "--config", cfgPath, "--set", "fabric.mtu=9000", "--seed", "42")
 	if code != 0 {
 		t.Fatalf("run exited %d: %s", code, errOut)
 	}
@@ -153,11 +153,11 @@ func TestExtraCommands(t *testing.T) {
 func TestRunDeterministicOutputs(t *testing.T) {
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	for _, dir := range []string{a, b} {
-		if code, _, errOut := runCLI(t, "run", "--out", dir, "--set", "output.pcap=p0.t1.0/0,h0/p1", "--seed", "7"); code != 0 {
+		if code, _, errOut := runCLI(t, "run", "--quick", "--out", dir, "--set", "output.pcap=p0.t1.0/0,h0/p1", "--seed", "7"); code != 0 {
 			t.Fatalf("run exited %d: %s", code, errOut)
 		}
 	}
-	for _, f := range []string{"config.yaml", "topology.dot", "pings.csv", "counters.csv", "report.md", "p0.t1.0_0.pcap", "h0_p1.pcap"} {
+	for _, f := range []string{"config.yaml", "topology.dot", "pings.csv", "counters.csv", "report.md", "results.csv", "results.json", "p0.t1.0_0.pcap", "h0_p1.pcap"} {
 		x, err := os.ReadFile(filepath.Join(a, f))
 		if err != nil {
 			t.Fatal(err)

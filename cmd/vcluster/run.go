@@ -1,61 +1,57 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/experiments"
 )
 
-// manifest is written to <out>/manifest.json at the start of every run.
-type manifest struct {
-	Tool          string        `json:"tool"`
-	Version       string        `json:"version"`
-	GoVersion     string        `json:"goVersion"`
-	GvisorVersion string        `json:"gvisorVersion"`
-	Seed          uint64        `json:"seed"`
-	ConfigFile    string        `json:"configFile,omitempty"`
-	Sets          []string      `json:"sets,omitempty"`
-	Status        string        `json:"status"`
-	Config        config.Config `json:"config"`
-}
+// manifest is <out>/manifest.json: written at the start of every run and
+// completed (experiment, parameters, wall time, events) at its end.
+type manifest = experiments.Manifest
 
 const (
 	manifestFile       = "manifest.json"
 	resolvedConfigFile = "config.yaml"
-	// statusSmoke is the honest status of this skeleton: it builds the
-	// cluster and pings through it; the default experiment (MRC vs RoCE)
-	// arrives with the experiments issue.
-	statusSmoke = "fabric check (pings) and MRC vs RoCE point-to-point under loss; the ring all-reduce experiment (T2/T3) is not implemented yet"
+	statusStarted      = "started: fabric check, then the default experiment (" + experiments.DefaultName + ")"
 )
 
 func newRunCmd() *cobra.Command {
 	var out string
+	var quick, full bool
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the default job: ping through every plane, then MRC vs RoCE point to point under loss",
+		Short: "Run the default job: a fabric check (pings), then the default experiment (ring all-reduce, MRC vs RoCE under loss)",
 		Long: `run resolves and validates the configuration, builds the cluster it describes
-(fabric and virtual hosts), pings across it in every plane (same T0 and across
-the fabric), prints the round-trip times next to the zero-load latency the
-topology predicts, and writes a report directory:
+(fabric and virtual hosts), pings across it in every plane as a preflight
+(RTTs next to the zero-load latency the topology predicts), then runs the
+default experiment, ` + experiments.DefaultName + ` (TARGETS T2/T3): ring all-reduce over
+every host with MRC (1 QP) and RoCE (1 and 8 QPs) at 0, 0.1% and 1% loss on
+every link. It prints the table and the check, and writes a report directory:
 
-  manifest.json   versions, seed and the resolved configuration
-  config.yaml     the resolved configuration (loadable with --config)
-  topology.dot    the fabric as Graphviz
-  results.csv     the MRC vs RoCE measurements
-  pings.csv       the ping measurements
-  counters.csv    every port's counters
-  report.md       what ran and the table
+  manifest.json       versions, seed, resolved config, parameters, wall time, events
+  config.yaml         the resolved configuration (loadable with --config)
+  results.csv/.json   the experiment's rows
+  report.md/.html     what ran, the preflight, the table, plots, the check
+  busbw_vs_loss.png/.svg
+  pings.csv, counters.csv, topology.dot   the preflight
 
-The ring all-reduce version (TARGETS T2/T3) arrives with the collectives and
-experiments issues. An invalid configuration exits with status 2 before
-anything is created.`,
+Experiment parameters are set with --set exp.<key>=value (see
+'vcluster experiment list'). An invalid configuration exits with status 2
+before anything is created.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			params, err := takeExpSets(cmd)
+			if err != nil {
+				return err
+			}
 			cfg, err := loadConfig(cmd)
 			if err != nil {
 				return err
@@ -63,20 +59,99 @@ anything is created.`,
 			if out != "" {
 				cfg.Output.Dir = out
 			}
-			if err := writeManifest(cmd, cfg); err != nil {
+			e, err := experiments.Lookup(experiments.DefaultName)
+			if err != nil {
 				return err
 			}
-			return smokeRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
+			size, err := sizeFlag(quick, full)
+			if err != nil {
+				return err
+			}
+			env, err := newEnv(cmd, e, cfg, size, params)
+			if err != nil {
+				return err
+			}
+			m, err := writeManifest(cmd, cfg)
+			if err != nil {
+				return err
+			}
+			so, err := smokeRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
+			if err != nil {
+				return err
+			}
+			m.Status = ""
+			return runExperiment(cmd.OutOrStdout(), e, env, so.head, []experiments.Section{so.preflight}, m)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir from the config, \"out\")")
+	cmd.Flags().BoolVar(&quick, "quick", false, "run the experiment at its quick size")
+	cmd.Flags().BoolVar(&full, "full", false, "run the experiment at its full size")
 	return cmd
 }
 
-func writeManifest(cmd *cobra.Command, cfg config.Config) error {
+func sizeFlag(quick, full bool) (experiments.Size, error) {
+	switch {
+	case quick && full:
+		return "", usageError(fmt.Errorf("--quick and --full exclude each other"))
+	case quick:
+		return experiments.Quick, nil
+	case full:
+		return experiments.Full, nil
+	}
+	return experiments.Default, nil
+}
+
+// takeExpSets removes exp.key=value entries from --set and returns them.
+func takeExpSets(cmd *cobra.Command) ([]string, error) {
+	f := cmd.Flags().Lookup("set")
+	if f == nil {
+		return nil, nil
+	}
+	sets, err := cmd.Flags().GetStringArray("set")
+	if err != nil {
+		return nil, usageError(err)
+	}
+	cl, params := experiments.SplitSets(sets)
+	if err := f.Value.(interface{ Replace([]string) error }).Replace(cl); err != nil {
+		return nil, err
+	}
+	return params, nil
+}
+
+func newEnv(cmd *cobra.Command, e experiments.Experiment, cfg config.Config, size experiments.Size, params []string) (*experiments.Env, error) {
+	p, err := experiments.ResolveParams(e, size, params)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return &experiments.Env{Config: cfg, Size: size, Params: p, Progress: io.Discard}, nil
+}
+
+// runExperiment runs e, writes its report into env.Config.Output.Dir and
+// prints the table and the check table.
+func runExperiment(w io.Writer, e experiments.Experiment, env *experiments.Env, head string, before []experiments.Section, m manifest) error {
+	dir := env.Config.Output.Dir
+	r, err := experiments.Execute(context.Background(), e, env, dir, head, before, m)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s: %s (%s, TARGETS %v)\n%s\n\n%s\n", e.Name(), e.Title(), env.Size, e.TargetRows(), paramLine(e, env), r.Table)
+	fmt.Fprintf(w, "check:\n%s\n", experiments.CheckTable(r.Checks))
+	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, "report.md"))
+	return nil
+}
+
+func paramLine(e experiments.Experiment, env *experiments.Env) string {
+	s := "parameters:"
+	for _, p := range e.Params() {
+		s += " " + p.Key + "=" + env.Params[p.Key]
+	}
+	return s
+}
+
+func writeManifest(cmd *cobra.Command, cfg config.Config) (manifest, error) {
 	dir := cfg.Output.Dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create output dir: %w", err)
+		return manifest{}, fmt.Errorf("create output dir: %w", err)
 	}
 	v, g, gv := buildVersions()
 	m := manifest{
@@ -85,7 +160,7 @@ func writeManifest(cmd *cobra.Command, cfg config.Config) error {
 		GoVersion:     g,
 		GvisorVersion: gv,
 		Seed:          cfg.Seed,
-		Status:        statusSmoke,
+		Status:        statusStarted,
 		Config:        cfg,
 	}
 	if f := cmd.Flags().Lookup("config"); f != nil {
@@ -97,19 +172,16 @@ func writeManifest(cmd *cobra.Command, cfg config.Config) error {
 	if f := cmd.Flags().Lookup("seed"); f != nil && f.Changed {
 		m.Sets = append(m.Sets, "seed="+f.Value.String())
 	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, manifestFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write manifest: %w", err)
+	if err := experiments.WriteManifest(dir, m); err != nil {
+		return m, fmt.Errorf("write manifest: %w", err)
 	}
 	y, err := cfg.YAML()
 	if err != nil {
-		return err
+		return m, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, resolvedConfigFile), y, 0o644); err != nil {
-		return fmt.Errorf("write resolved config: %w", err)
+		return m, fmt.Errorf("write resolved config: %w", err)
 	}
-	return nil
+	m.Files = []string{resolvedConfigFile, "topology.dot", "pings.csv", "counters.csv"}
+	return m, nil
 }

@@ -26,14 +26,19 @@ type pingRow struct {
 	ok              bool
 }
 
+type smokeOut struct {
+	head      string
+	preflight experiments.Section
+}
+
 // smokeRun builds the configured cluster, pings across it and writes the
 // report directory. Everything it writes is a function of the config and
 // seed, so two runs give identical files (manifest.json aside).
-func smokeRun(w, progress io.Writer, cfg config.Config) error {
+func smokeRun(w, progress io.Writer, cfg config.Config) (*smokeOut, error) {
 	wall := wallclock.New()
 	c, err := cluster.New(cfg, wall)
 	if err != nil {
-		return usageError(err)
+		return nil, usageError(err)
 	}
 	defer c.Close()
 	dir := cfg.Output.Dir
@@ -42,15 +47,15 @@ func smokeRun(w, progress io.Writer, cfg config.Config) error {
 	for _, name := range cfg.Output.Pcap {
 		pt := topo.Port(name)
 		if pt == nil {
-			return usageError(fmt.Errorf("output.pcap: no port named %q (ports look like %q or %q)", name, topo.PortNames()[0], "h0/p0"))
+			return nil, usageError(fmt.Errorf("output.pcap: no port named %q (ports look like %q or %q)", name, topo.PortNames()[0], "h0/p0"))
 		}
 		f, err := os.Create(filepath.Join(dir, sanitize(name)+".pcap"))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pw, err := pcap.NewWriter(f, pcap.LinkTypeEthernet, 0)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pt.Tap(pw)
 		closers = append(closers, pw.Close)
@@ -92,7 +97,7 @@ func smokeRun(w, progress io.Writer, cfg config.Config) error {
 	pl.done()
 	for _, cl := range closers {
 		if err := cl(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
@@ -114,31 +119,6 @@ func smokeRun(w, progress io.Writer, cfg config.Config) error {
 	head := fmt.Sprintf("%s fabric, %d plane(s), %d hosts, %s forwarding, seed %d", topo.Kind, topo.Planes, topo.Hosts, topo.Mode, cfg.Seed)
 	fmt.Fprintf(w, "vcluster run: %s\n\n%s\n", head, table.String())
 
-	// The transports: MRC against RoCE on this fabric, with loss.
-	const size = 64 << 20
-	losses := []float64{0, 0.001, 0.01}
-	cmp, err := experiments.Compare(cfg, experiments.DefaultVariants, losses, size)
-	if err != nil {
-		return err
-	}
-	var ctab bytes.Buffer
-	tw = tabwriter.NewWriter(&ctab, 2, 4, 2, ' ', 0)
-	capacity := float64(topo.Planes) * float64(hostRate(topo)) / 1e9
-	fmt.Fprintf(tw, "transport\tloss/link\tgoodput\tof %.0fG NIC\tretransmitted\ttimeouts\tresult\n", capacity)
-	var rcsv bytes.Buffer
-	fmt.Fprintln(&rcsv, "transport,loss,bytes,virtual_ns,goodput_bps,fraction_of_nic,data_packets,retransmitted,timeouts,verified,error")
-	for _, r := range cmp {
-		res := "bytes verified"
-		if r.Err != nil {
-			res = "FAILED: " + r.Err.Error()
-		}
-		fmt.Fprintf(tw, "%s\t%g%%\t%.1f Gb/s\t%.1f%%\t%d\t%d\t%s\n", r.Variant, 100*r.Loss, r.Result.GoodputBps/1e9, 100*r.Fraction, r.Result.Retransmitted, r.Result.Timeouts, res)
-		fmt.Fprintf(&rcsv, "%q,%g,%d,%d,%.0f,%.4f,%d,%d,%d,%v,%q\n", r.Variant, r.Loss, r.Result.Bytes, r.Result.VirtualTime, r.Result.GoodputBps, r.Fraction,
-			r.Result.DataPackets, r.Result.Retransmitted, r.Result.Timeouts, r.Err == nil && r.Result.Verified, fmt.Sprint(r.Err))
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "MRC vs RoCE: %d MiB from h0 to h%d, random loss on every link\n\n%s\n", size>>20, topo.Hosts-1, ctab.String())
-
 	var csv bytes.Buffer
 	fmt.Fprintln(&csv, "plane,from,to,hops,frame_bytes,rtt_ns,zero_load_rtt_ns,ok")
 	for _, r := range rows {
@@ -146,52 +126,28 @@ func smokeRun(w, progress io.Writer, cfg config.Config) error {
 	}
 	var dot, counters bytes.Buffer
 	if err := topo.WriteDOT(&dot); err != nil {
-		return err
+		return nil, err
 	}
 	if err := topo.WriteCountersCSV(&counters); err != nil {
-		return err
+		return nil, err
 	}
-	report := fmt.Sprintf(`# vcluster run
+	preflight := experiments.Section{Title: "Fabric check (preflight)", Body: fmt.Sprintf(`The cluster (%s) was built (switches, links, one gVisor netstack per
+host) and host 0 pinged a host on its own T0 and the last host, in every
+plane, through the netstacks. RTTs are virtual time; the zero-load column is
+computed from the topology (serialization + propagation per hop). Files:
+pings.csv, counters.csv (this run's fabric), topology.dot, config.yaml.
 
-%s
-
-## Fabric check
-
-The cluster above was built (switches, links, one gVisor netstack per host)
-and host 0 pinged a host on its own T0 and the last host, in every plane,
-through the netstacks. RTTs are virtual time; the zero-load column is
-computed from the topology (serialization + propagation per hop).
-
-%s
-
-## MRC vs RoCE, point to point
-
-%d MiB from host 0 to host %d with Bernoulli loss on every link (each
-direction), real payload bytes checked at the destination. MRC: one QP
-spraying over every plane (uSID paths, NSCC, trimming). RoCE: go-back-N with
-DCQCN, each QP one ECMP flow on one plane; 8 QPs spread over the planes.
-Goodput is over the host's whole NIC (all planes).
-
-%s
-
-The ring all-reduce comparison of TARGETS T2/T3 arrives with the
-collectives and experiments issues.
-
-Files: results.csv, pings.csv, counters.csv (the last run's fabric is not
-kept; these are the ping run's), topology.dot, config.yaml, manifest.json.
-`, head, "```\n"+table.String()+"```", size>>20, topo.Hosts-1, "```\n"+ctab.String()+"```")
-	for name, b := range map[string][]byte{"topology.dot": dot.Bytes(), "pings.csv": csv.Bytes(), "counters.csv": counters.Bytes(), "report.md": []byte(report), "results.csv": rcsv.Bytes()} {
+`+"```\n%s```", head, table.String())}
+	for name, b := range map[string][]byte{"topology.dot": dot.Bytes(), "pings.csv": csv.Bytes(), "counters.csv": counters.Bytes()} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, "report.md"))
 	if failed > 0 {
-		return fmt.Errorf("%d pings timed out", failed)
+		return nil, fmt.Errorf("%d pings timed out", failed)
 	}
-	return nil
+	return &smokeOut{head: head, preflight: preflight}, nil
 }
-
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {

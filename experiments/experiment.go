@@ -1,0 +1,205 @@
+package experiments
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/vcluster/vcluster/config"
+)
+
+// Size selects how big an experiment runs: Quick for tests and a first
+// look, Default for `vcluster run` and `vcluster experiment <name>`, Full
+// for the closest scale to the published setup this simulator affords.
+type Size string
+
+const (
+	Quick   Size = "quick"
+	Default Size = "default"
+	Full    Size = "full"
+)
+
+// Param is one experiment setting, overridable with --set exp.<Key>=value.
+// Quick and Full fall back to Default when empty.
+type Param struct {
+	Key, Default, Quick, Full, Doc string
+}
+
+// Value is p's value at size s.
+func (p Param) Value(s Size) string {
+	switch {
+	case s == Quick && p.Quick != "":
+		return p.Quick
+	case s == Full && p.Full != "":
+		return p.Full
+	}
+	return p.Default
+}
+
+// Experiment is a named, self-describing unit: a cluster configuration
+// (ClusterSets, applied before the user's --config/--set), its own
+// parameters, a run, and a check against the TARGETS rows it reproduces.
+type Experiment interface {
+	Name() string
+	Title() string
+	// TargetRows names the TARGETS.md rows it reproduces, e.g. "T2", "T3".
+	TargetRows() []string
+	// Describe is the report's description of the setup (markdown).
+	Describe() string
+	// ClusterSets are config overrides applied before the user's.
+	ClusterSets() []string
+	Params() []Param
+	Run(ctx context.Context, env *Env) (*Results, error)
+}
+
+// Env is what a run gets: the resolved cluster config, the resolved
+// parameters and where to say how it is going (may be io.Discard).
+type Env struct {
+	Config   config.Config
+	Size     Size
+	Params   map[string]string
+	Progress io.Writer
+}
+
+func (e *Env) logf(format string, a ...any) {
+	if e.Progress != nil {
+		fmt.Fprintf(e.Progress, format, a...)
+	}
+}
+
+// Check is one line of the check table: a claim from a TARGETS row, what
+// the row says, what was measured, and whether the shape holds.
+type Check struct {
+	Target   string `json:"target"`
+	Claim    string `json:"claim"`
+	Expected string `json:"expected"`
+	Measured string `json:"measured"`
+	Pass     bool   `json:"pass"`
+}
+
+// Verdict is "pass" or "differs".
+func (c Check) Verdict() string {
+	if c.Pass {
+		return "pass"
+	}
+	return "differs"
+}
+
+// Series is one line of a plot.
+type Series struct {
+	Name string    `json:"name"`
+	X    []float64 `json:"x"`
+	Y    []float64 `json:"y"`
+}
+
+// Plot is one figure; with XLabels the x values are indices into them.
+type Plot struct {
+	Name    string   `json:"name"` // file stem
+	Title   string   `json:"title"`
+	XLabel  string   `json:"xLabel"`
+	YLabel  string   `json:"yLabel"`
+	XLabels []string `json:"xLabels,omitempty"`
+	LogX    bool     `json:"logX,omitempty"`
+	Series  []Series `json:"series"`
+}
+
+// Section is an extra report section (markdown body), e.g. a preflight.
+type Section struct {
+	Title string
+	Body  string
+}
+
+// Results are what a run produced. Columns and Rows are results.csv (and
+// results.json, one object per row); Table is the human table; every
+// value is a function of the config, parameters and seed.
+type Results struct {
+	Columns []string
+	Rows    [][]string
+	Table   string
+	Checks  []Check
+	Plots   []Plot
+	Notes   string // markdown after the table
+	Events  uint64 // simulation events executed
+	Before  []Section
+}
+
+// Passed reports whether every check passed, and lists the differing ones.
+func (r *Results) Passed() (bool, []string) {
+	var bad []string
+	for _, c := range r.Checks {
+		if !c.Pass {
+			bad = append(bad, fmt.Sprintf("%s %q: expected %s, measured %s", c.Target, c.Claim, c.Expected, c.Measured))
+		}
+	}
+	return len(bad) == 0 && len(r.Checks) > 0, bad
+}
+
+var registry = map[string]Experiment{}
+
+// Register adds e to the catalogue (from init).
+func Register(e Experiment) {
+	if _, dup := registry[e.Name()]; dup {
+		panic("experiments: duplicate " + e.Name())
+	}
+	registry[e.Name()] = e
+}
+
+// Lookup finds an experiment by name.
+func Lookup(name string) (Experiment, error) {
+	if e, ok := registry[name]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("no experiment %q (have: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the catalogue, sorted.
+func Names() []string {
+	var n []string
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// DefaultName is the experiment `vcluster run` runs.
+const DefaultName = "allreduce-loss"
+
+// ResolveParams returns e's parameters at size s with overrides
+// (key=value, key without the "exp." prefix) applied; unknown keys are errors.
+func ResolveParams(e Experiment, s Size, overrides []string) (map[string]string, error) {
+	p := map[string]string{}
+	for _, q := range e.Params() {
+		p[q.Key] = q.Value(s)
+	}
+	for _, kv := range overrides {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("exp.%s: want key=value", kv)
+		}
+		if _, known := p[k]; !known {
+			var keys []string
+			for _, q := range e.Params() {
+				keys = append(keys, "exp."+q.Key)
+			}
+			return nil, fmt.Errorf("exp.%s: %s has no such parameter (has: %s)", k, e.Name(), strings.Join(keys, ", "))
+		}
+		p[k] = v
+	}
+	return p, nil
+}
+
+// SplitSets separates experiment parameters (exp.key=value) from cluster
+// config overrides in a --set list.
+func SplitSets(sets []string) (cluster, params []string) {
+	for _, s := range sets {
+		if rest, ok := strings.CutPrefix(s, "exp."); ok {
+			params = append(params, rest)
+		} else {
+			cluster = append(cluster, s)
+		}
+	}
+	return cluster, params
+}
