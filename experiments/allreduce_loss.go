@@ -37,7 +37,7 @@ func (allreduceLoss) Params() []Param {
 		{Key: "size", Default: "32M", Quick: "64M", Full: "256M", Doc: "all-reduce size (nccl-tests bytes); quick is larger but elides the payload, which is cheaper"},
 		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
 		{Key: "roceQPs", Default: "1,8", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each"},
-		{Key: "payload", Default: "real", Quick: "elided", Doc: "real (bytes carried and checked) or elided"},
+		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided; quick and full elide it (full: 16 ranks × 256 MiB send/receive/scratch buffers per variant would need tens of GiB)"},
 	}
 }
 func (allreduceLoss) Describe() string {
