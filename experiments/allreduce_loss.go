@@ -68,27 +68,36 @@ type arCell struct {
 	err  error
 }
 
-func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, err := collectives.ParseBytes(env.Params["size"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.size: %w", err)
+// transportGrid reads the parameters the transport-comparison experiments
+// share (size, losses, roceQPs, payload) and returns the variants: MRC with
+// one QP on uSID paths, then RoCE on ECMP with each requested QP count.
+func transportGrid(env *Env) (size uint64, losses []float64, payload string, vs []arVariant, err error) {
+	if size, err = collectives.ParseBytes(env.Params["size"]); err != nil {
+		return 0, nil, "", nil, fmt.Errorf("exp.size: %w", err)
 	}
-	losses, err := parseFloats(env.Params["losses"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.losses: %w", err)
+	if losses, err = parseFloats(env.Params["losses"]); err != nil {
+		return 0, nil, "", nil, fmt.Errorf("exp.losses: %w", err)
 	}
 	qps, err := parseInts(env.Params["roceQPs"])
 	if err != nil {
-		return nil, fmt.Errorf("exp.roceQPs: %w", err)
+		return 0, nil, "", nil, fmt.Errorf("exp.roceQPs: %w", err)
 	}
-	payload := env.Params["payload"]
+	payload = env.Params["payload"]
 	if payload != "real" && payload != "elided" {
-		return nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
+		return 0, nil, "", nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
 	}
-	vs := []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}}}
+	vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}}}
 	for _, q := range qps {
 		vs = append(vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q,
 			sets: []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=" + strconv.Itoa(q)}})
+	}
+	return size, losses, payload, vs, nil
+}
+
+func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
+	size, losses, payload, vs, err := transportGrid(env)
+	if err != nil {
+		return nil, err
 	}
 	res := &Results{Columns: []string{"transport", "qps", "loss", "ranks", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error"}}
 	var cells []*arCell

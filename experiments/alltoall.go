@@ -91,30 +91,17 @@ func runCollectiveCell(cfg config.Config, op collectives.Op, algo string, size u
 }
 
 func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, err := collectives.ParseBytes(env.Params["size"])
+	size, losses, payload, vs, err := transportGrid(env)
 	if err != nil {
-		return nil, fmt.Errorf("exp.size: %w", err)
+		return nil, err
 	}
-	losses, err := parseFloats(env.Params["losses"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.losses: %w", err)
-	}
-	qps, err := parseInts(env.Params["roceQPs"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.roceQPs: %w", err)
-	}
-	payload := env.Params["payload"]
-	if payload != "real" && payload != "elided" {
-		return nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
+	var qps []int // the RoCE QP counts, in variant order
+	for _, v := range vs[1:] {
+		qps = append(qps, v.qps)
 	}
 	ring := env.Params["ring"]
 	if ring != "on" && ring != "off" {
 		return nil, fmt.Errorf("exp.ring: want on or off, got %q", ring)
-	}
-	vs := []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}}}
-	for _, q := range qps {
-		vs = append(vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q,
-			sets: []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=" + strconv.Itoa(q)}})
 	}
 	colls := []struct {
 		name string
