@@ -100,7 +100,7 @@ func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP})
+	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP, NoNetstack: !c.Host.Netstack})
 	if err != nil {
 		return nil, err
 	}

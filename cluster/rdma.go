@@ -38,11 +38,14 @@ func (c *Cluster) frameOverhead() int {
 // BaseRTT is the zero-load round trip of a full data packet and its
 // acknowledgement between the two farthest hosts: the floor congestion
 // control measures queueing delay against.
-func (c *Cluster) BaseRTT() time.Duration {
-	last := c.Topo.Hosts - 1
-	data := 4096 + 100 + c.frameOverhead() - fabric.FCSLen - c.Config.Fabric.IFGBytes
+func (c *Cluster) BaseRTT() time.Duration { return c.PairRTT(0, c.Topo.Hosts-1) }
+
+// PairRTT is the zero-load round trip of a full data packet from host a to
+// host b and an acknowledgement back.
+func (c *Cluster) PairRTT(a, b int) time.Duration {
+	data := c.pmtu() + 100 + c.frameOverhead() - fabric.FCSLen - c.Config.Fabric.IFGBytes
 	ack := 128
-	return c.Topo.ZeroLoadLatency(0, last, data, c.Config.Fabric.IFGBytes) + c.Topo.ZeroLoadLatency(last, 0, ack, c.Config.Fabric.IFGBytes)
+	return c.Topo.ZeroLoadLatency(a, b, data, c.Config.Fabric.IFGBytes) + c.Topo.ZeroLoadLatency(b, a, ack, c.Config.Fabric.IFGBytes)
 }
 
 // DefaultRTO is the retransmission timeout a transport gets unless the
@@ -80,6 +83,7 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 	m.EVsPerQP = t.EVsPerQP
 	m.MPR = t.MPRUnits
 	m.MaxWImm = t.MaxWImm
+	m.PMTU = c.pmtu()
 	rto, err := durationOr("transport.mrc.rto", t.RTO, c.DefaultRTO())
 	if err != nil {
 		return m, err
@@ -93,6 +97,15 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 		return m, fmt.Errorf("transport.mrc: %v", err)
 	}
 	return m, nil
+}
+
+// pmtu is the MRC payload per full packet (transport.mrc.pmtu, 4096 when
+// unset).
+func (c *Cluster) pmtu() int {
+	if p := c.Config.Transport.MRC.PMTU; p > 0 {
+		return p
+	}
+	return 4096
 }
 
 func (c *Cluster) hostRate() uint64 {

@@ -58,22 +58,27 @@ const (
 
 // Limits enforced by Validate.
 const (
-	MaxPlanes     = 16
-	MaxSwitchDim  = 1024                   // max hostsPerT0, t0PerPlane, t1PerPlane
-	MaxLinkBps    = 1_600_000_000_000      // 1.6 Tb/s
-	MaxLinkDelay  = time.Second            // max propagation delay of one link
-	MinMTU        = 1280                   // IPv6 minimum link MTU
-	MaxMTU        = 9216                   // jumbo frames
-	MaxIFGBytes   = 64                     // preamble + IFG overhead
-	MinTrimBytes  = 64                     // smallest trimmed packet
-	MaxTrimBytes  = 512                    // largest trimmed packet
-	MinFatTreeK   = 4                      // smallest fat-tree arity
-	MaxFatTreeK   = 64                     // largest fat-tree arity
-	MaxPriority   = 7                      // 802.1p priorities are 0..7
-	DefaultBuffer = 1 << 20                // per egress port buffer, 1 MiB
-	defaultDelay  = "1us"                  // host and fabric link delay
-	defaultSpeed  = "100G"                 // host and fabric link speed
-	defaultDetect = 200 * time.Millisecond // PFC watchdog detection time
+	MaxPlanes    = 16
+	MaxSwitchDim = 1024              // max hostsPerT0, t0PerPlane, t1PerPlane
+	MaxLinkBps   = 1_600_000_000_000 // 1.6 Tb/s
+	MaxLinkDelay = time.Second       // max propagation delay of one link
+	MinMTU       = 1280              // IPv6 minimum link MTU
+	MaxMTU       = 9216              // jumbo frames
+	MaxIFGBytes  = 64                // preamble + IFG overhead
+	MinTrimBytes = 64                // smallest trimmed packet
+	MaxTrimBytes = 512               // largest trimmed packet
+	MinFatTreeK  = 4                 // smallest fat-tree arity
+	MaxFatTreeK  = 64                // largest fat-tree arity
+	MaxPriority  = 7                 // 802.1p priorities are 0..7
+	MinPMTU      = 256               // smallest MRC payload per packet
+	MaxPMTU      = 4096              // largest MRC payload per packet
+	// MRCPacketOverhead is what a full MRC data packet adds to its payload
+	// inside the IPv6 MTU: IPv6 40, UDP 8, BTH+METH+TSETH+RETH 36, ICRC 4.
+	MRCPacketOverhead = 88
+	DefaultBuffer     = 1 << 20                // per egress port buffer, 1 MiB
+	defaultDelay      = "1us"                  // host and fabric link delay
+	defaultSpeed      = "100G"                 // host and fabric link speed
+	defaultDetect     = 200 * time.Millisecond // PFC watchdog detection time
 )
 
 // Config is one vcluster run.
@@ -182,6 +187,11 @@ type PFCWatchdogConfig struct {
 type HostConfig struct {
 	// TCP gives every host a TCP/IP stack (gvisor netstack) next to the transport.
 	TCP bool `mapstructure:"tcp" yaml:"tcp" json:"tcp"`
+	// Netstack gives every host a gVisor netstack (IPv6, UDP, ICMPv6): ping
+	// and anything above IP need it. The RDMA path (the NIC's engine and the
+	// transports) does not: false builds bare NICs, for runs of 10^5 hosts.
+	// host.tcp needs it.
+	Netstack bool `mapstructure:"netstack" yaml:"netstack" json:"netstack"`
 }
 
 // TransportConfig selects the RDMA transport.
@@ -207,6 +217,10 @@ type MRCTransportConfig struct {
 	MPRUnits int `mapstructure:"mprUnits" yaml:"mprUnits" json:"mprUnits"`
 	// MaxWImm bounds WriteImm operations in flight: 1..1024.
 	MaxWImm int `mapstructure:"maxWImm" yaml:"maxWImm" json:"maxWImm"`
+	// PMTU is the payload bytes of a full data packet: 256..4096, and the
+	// packet (IPv6 + UDP + MRC headers + PMTU + ICRC, 88 bytes + PMTU) must
+	// fit fabric.mtu.
+	PMTU int `mapstructure:"pmtu" yaml:"pmtu" json:"pmtu"`
 	// RTO overrides the local ACK timeout; "" derives it from the fabric
 	// (base RTT + 1.5 × one port buffer's drain time).
 	RTO string `mapstructure:"rto" yaml:"rto" json:"rto"`
@@ -298,10 +312,10 @@ func Default() Config {
 				},
 			},
 		},
-		Host: HostConfig{TCP: false},
+		Host: HostConfig{TCP: false, Netstack: true},
 		Transport: TransportConfig{
 			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
-			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, NSCC: true},
+			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, PMTU: 4096, NSCC: true},
 			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7},
 		},
 		Run: RunConfig{

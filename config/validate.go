@@ -112,6 +112,7 @@ func (t *TransportConfig) validate(v *validator) {
 	v.intRange("transport.mrc.evsPerQP", t.MRC.EVsPerQP, 128, 256)
 	v.intRange("transport.mrc.mprUnits", t.MRC.MPRUnits, 1, 64)
 	v.intRange("transport.mrc.maxWImm", t.MRC.MaxWImm, 1, 1024)
+	v.intRange("transport.mrc.pmtu", t.MRC.PMTU, MinPMTU, MaxPMTU)
 	if t.MRC.RTO != "" {
 		v.positiveDuration("transport.mrc.rto", t.MRC.RTO)
 	}
@@ -132,6 +133,13 @@ func (c *Config) Validate() error {
 	c.Fabric.validate(&v)
 	c.Transport.validate(&v)
 	c.Run.validate(&v)
+	if c.Transport.Kind == TransportMRC && c.Fabric.MTU >= MinMTU && c.Transport.MRC.PMTU+MRCPacketOverhead > c.Fabric.MTU {
+		v.add("transport.mrc.pmtu", fmt.Sprintf("must be ≤ fabric.mtu − %d (%d): a full MRC packet must fit the MTU",
+			MRCPacketOverhead, c.Fabric.MTU-MRCPacketOverhead), c.Transport.MRC.PMTU)
+	}
+	if c.Host.TCP && !c.Host.Netstack {
+		v.add("host.tcp", "needs host.netstack", c.Host.TCP)
+	}
 	if strings.TrimSpace(c.Output.Dir) == "" {
 		v.add("output.dir", "must not be empty", c.Output.Dir)
 	}

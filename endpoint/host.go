@@ -36,6 +36,12 @@ type HostOptions struct {
 	TCP bool
 	// PrefixLen of each host address (default 64).
 	PrefixLen int
+	// NoNetstack builds bare hosts: NIC, ports and (on first use) the RDMA
+	// engine, but no netstack (Host.Stack is nil; frames for netstack are
+	// counted as NICCounters.NoStack and dropped; Ping fails). The RDMA
+	// path never uses netstack, so RDMA-only runs of 10^5 hosts save its
+	// ~14 KiB and ~30 µs of build time per host. TCP needs a netstack.
+	NoNetstack bool
 	// RDMAChecksum makes SendRDMA compute the UDP checksum of RDMA frames
 	// whose payload is fully stored. Off (checksum 0), as RoCEv2 NICs send.
 	RDMAChecksum bool
@@ -125,6 +131,9 @@ func NewHosts(loop *sim.Loop, topo *fabric.Topology, o HostOptions) ([]*Host, er
 	if o.PrefixLen < 1 || o.PrefixLen > 128 {
 		return nil, fmt.Errorf("prefixLen: must be 1..128, got %d", o.PrefixLen)
 	}
+	if o.NoNetstack && o.TCP {
+		return nil, errors.New("endpoint: TCP needs a netstack")
+	}
 	if topo == nil || loop == nil {
 		return nil, errors.New("endpoint: nil loop or topology")
 	}
@@ -167,6 +176,9 @@ func (h *Host) init(loop *sim.Loop, topo *fabric.Topology, sh *shared) error {
 		pt.Owner = n
 		pt.Notify = n
 	}
+	if sh.opts.NoNetstack {
+		return nil
+	}
 	tps := []stack.TransportProtocolFactory{udp.NewProtocol, icmp.NewProtocol6}
 	if sh.opts.TCP {
 		tps = append(tps, tcp.NewProtocol)
@@ -208,6 +220,9 @@ func (h *Host) Close() {
 		pg.ep.Close()
 	}
 	h.pingers = nil
+	if h.Stack == nil {
+		return
+	}
 	h.Stack.Close()
 	h.Stack.Wait()
 }

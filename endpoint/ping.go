@@ -110,6 +110,9 @@ func (h *Host) pinger(id uint16) (*pinger, error) {
 			}
 		}
 	}
+	if h.Stack == nil {
+		return nil, errors.New("endpoint: ping needs the host's netstack (built with NoNetstack)")
+	}
 	pg := &pinger{h: h}
 	ep, err := h.Stack.NewEndpoint(icmp.ProtocolNumber6, ipv6.ProtocolNumber, &pg.wq)
 	if err != nil {

@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFatTreePermutation runs htsim's permutation scenario scaled down
+// (k=4: 16 hosts; k=8: 128 hosts, 2 MB per flow) and checks that every
+// flow completes with every byte, no faster than the ideal (line rate +
+// base RTT), and that the run replays exactly.
+func TestFatTreePermutation(t *testing.T) {
+	for _, k := range []int{4, 8} {
+		if k == 8 && testing.Short() {
+			continue
+		}
+		cfg, err := HtsimFatTreeConfig(k, 7)
+		if err != nil {
+			t.Fatalf("k=%d: config: %v", k, err)
+		}
+		run := func() PermResult {
+			c, err := New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			perm := Derangement(cfg.Seed, len(c.Hosts))
+			for i, p := range perm {
+				if p == i {
+					t.Fatalf("derangement has fixed point %d", i)
+				}
+			}
+			r, err := c.RunPermutation(perm, HtsimFlowBytes)
+			if err != nil {
+				t.Fatalf("k=%d: %v", k, err)
+			}
+			ideal := c.IdealFCT(0, len(c.Hosts)-1, HtsimFlowBytes) // the farthest pair
+			if len(r.Flows) != len(c.Hosts) {
+				t.Fatalf("k=%d: %d flows for %d hosts", k, len(r.Flows), len(c.Hosts))
+			}
+			for _, f := range r.Flows {
+				if f.Bytes != HtsimFlowBytes || f.Placed != HtsimFlowBytes {
+					t.Errorf("k=%d flow %d→%d: %d bytes completed, %d placed, want %d", k, f.Src, f.Dst, f.Bytes, f.Placed, HtsimFlowBytes)
+				}
+				if id := c.IdealFCT(f.Src, f.Dst, HtsimFlowBytes); f.FCT() < id {
+					t.Errorf("k=%d flow %d→%d: FCT %v below the ideal %v", k, f.Src, f.Dst, f.FCT(), id)
+				}
+			}
+			mean, lo, hi := r.FCTStats()
+			t.Logf("k=%d: %d flows, FCT mean %v min %v max %v (ideal of the farthest pair %v), %d events, %d packet-hops, %d retx, %d trims, %d timeouts",
+				k, len(r.Flows), mean, lo, hi, ideal, r.Events, r.PacketHops, r.Retransmissions, r.Trims, r.Timeouts)
+			// A 2 MB flow needs at least ceil(2e6/PMTU) packets of ~PMTU+146
+			// wire bytes; the hops are at least 2 per data packet.
+			if cfg.Transport.MRC.PMTU != 4004 || cfg.Fabric.MTU != 4092 {
+				t.Errorf("pmtu %d, mtu %d: want 4004, 4092 (4150-byte wire packets)", cfg.Transport.MRC.PMTU, cfg.Fabric.MTU)
+			}
+			if min := uint64(len(r.Flows)) * (HtsimFlowBytes / uint64(cfg.Transport.MRC.PMTU)) * 2; r.PacketHops < min {
+				t.Errorf("k=%d: %d packet-hops, want ≥ %d", k, r.PacketHops, min)
+			}
+			if hi > 3*ideal {
+				t.Errorf("k=%d: slowest flow %v, more than 3× the ideal %v", k, hi, ideal)
+			}
+			return r
+		}
+		a := run()
+		if k == 4 {
+			b := run()
+			if a.Events != b.Events || a.PacketHops != b.PacketHops || a.SimTime != b.SimTime {
+				t.Errorf("replay differs: %d/%d events, %d/%d hops, %v/%v", a.Events, b.Events, a.PacketHops, b.PacketHops,
+					time.Duration(a.SimTime), time.Duration(b.SimTime))
+			}
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/cluster"
+)
+
+func init() { benchCommands = append(benchCommands, newBenchClusterBCmd) }
+
+func newBenchClusterBCmd() *cobra.Command {
+	var perT0 int
+	var size uint64
+	var memLimit int64
+	var buildOnly bool
+	var cpuProf, memProf string
+	cmd := &cobra.Command{
+		Use:   "clusterB",
+		Short: "The paper's cluster B at full scale (8 planes, 131 072 NICs): build cost and packet-hops per second",
+		Long: `clusterB builds the paper's cluster B — 8 planes of 100 Gb/s, 512 T0 and
+256 T1 switches per plane, 256 hosts per T0 (131 072 NICs), SRv6 uSID
+forwarding, hosts without netstack — and reports the build time and memory.
+Then --hosts-per-t0 hosts under every T0 (4096 T0s over the 8 planes share
+the same host set) run a random permutation (a derangement among them),
+--bytes per flow, MRC with NSCC, payload elided, all flows starting at once,
+and it reports events and packet-hops per second. --set overrides any
+setting.`,
+		Example: `  vcluster bench clusterB
+  vcluster bench clusterB --build-only
+  vcluster bench clusterB --hosts-per-t0 4 --bytes 4194304`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfigWith(cmd, cluster.ClusterBSets())
+			if err != nil {
+				return err
+			}
+			if memLimit > 0 {
+				debug.SetMemoryLimit(memLimit << 30)
+			}
+			w := cmd.OutOrStdout()
+			wall0, cpu0 := time.Now(), userCPU()
+			c, err := cluster.New(cfg, nil)
+			if err != nil {
+				return usageError(err)
+			}
+			defer c.Close()
+			build, buildCPU := time.Since(wall0), userCPU()-cpu0
+			ports := 0
+			for _, s := range c.Topo.Switches {
+				ports += len(s.Ports)
+			}
+			ports += len(c.Topo.HostPorts) * c.Topo.Planes
+			fmt.Fprintf(w, "cluster B: %d planes, %d hosts, %d switches, %d ports, %d links; GOMAXPROCS %d\n",
+				c.Topo.Planes, len(c.Hosts), len(c.Topo.Switches), ports, len(c.Topo.Links), runtime.GOMAXPROCS(0))
+			fmt.Fprintf(w, "build          %v (user CPU %v), peak RSS %s, live heap %.2f GiB\n", build.Round(time.Millisecond),
+				buildCPU.Round(time.Millisecond), peakRSS(), float64(liveHeap())/(1<<30))
+			if buildOnly {
+				return nil
+			}
+			perm := c.SpreadPermutation(cfg.Seed, perT0)
+			flows := 0
+			for h, p := range perm {
+				if h != p {
+					flows++
+				}
+			}
+			fmt.Fprintf(w, "workload       %d flows (%d hosts under each of %d T0s per plane) of %d bytes\n", flows, perT0, c.Topo.Clos.T0, size)
+			stop, err := startCPUProfile(cpuProf)
+			if err != nil {
+				return err
+			}
+			runWall, runCPU := time.Now(), userCPU()
+			r, err := c.RunPermutation(perm, size)
+			el, cpu := time.Since(runWall), userCPU()-runCPU
+			stop()
+			if err != nil {
+				return err
+			}
+			if err := writeHeapProfile(memProf); err != nil {
+				return err
+			}
+			mean, lo, hi := r.FCTStats()
+			fmt.Fprintf(w, "run wall       %v (user CPU %v)\n", el.Round(time.Millisecond), cpu.Round(time.Millisecond))
+			printPermRun(w, r, el, cpu)
+			fmt.Fprintf(w, "FCT            mean %v, min %v, max %v\n", mean.Round(100*time.Nanosecond), lo.Round(100*time.Nanosecond), hi.Round(100*time.Nanosecond))
+			fmt.Fprintf(w, "peak RSS       %s (total wall %v, user CPU %v)\n", peakRSS(), time.Since(wall0).Round(time.Millisecond), (userCPU() - cpu0).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&perT0, "hosts-per-t0", 16, "hosts under each T0 that take part in the permutation")
+	cmd.Flags().Uint64Var(&size, "bytes", 12<<20, "bytes per flow")
+	cmd.Flags().Int64Var(&memLimit, "mem-limit-gib", 15, "Go soft memory limit in GiB (0: none)")
+	cmd.Flags().BoolVar(&buildOnly, "build-only", false, "build the cluster, report, and stop")
+	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file")
+	cmd.Flags().StringVar(&memProf, "memprofile", "", "write a heap (allocation) profile after the run to this file")
+	return cmd
+}
