@@ -222,12 +222,12 @@ type PlaneStatusReceiver interface {
 // A change in which links are up is passed to the transports.
 func (e *Engine) freeMask() uint32 {
 	var m, up uint32
-	for i, p := range e.nic.ports {
-		if p.Peer == nil || !p.Tx.Up() {
-			continue
+	for i := range e.nic.ports {
+		u, f := e.planeFree(i)
+		if u {
+			up |= 1 << i
 		}
-		up |= 1 << i
-		if p.QueuedBytes() < e.FreeBytes {
+		if f {
 			m |= 1 << i
 		}
 	}
@@ -235,6 +235,33 @@ func (e *Engine) freeMask() uint32 {
 		e.planeStatus(up)
 	}
 	return m
+}
+
+// planeFree reports whether plane i's NIC port is up, and whether it has
+// room for data.
+func (e *Engine) planeFree(i int) (up, free bool) {
+	p := e.nic.ports[i]
+	if p.Peer == nil || !p.Tx.Up() {
+		return false, false
+	}
+	return true, p.QueuedBytes() < e.FreeBytes
+}
+
+// refreshFree updates free after a frame went out on plane i: only that
+// port changed, unless its link changed state (then every plane is looked
+// at again, as freeMask does).
+func (e *Engine) refreshFree(free uint32, i int) uint32 {
+	if i < 0 {
+		return e.freeMask()
+	}
+	up, f := e.planeFree(i)
+	if up != (e.upMask&(1<<i) != 0) {
+		return e.freeMask()
+	}
+	if f {
+		return free | 1<<i
+	}
+	return free &^ (1 << i)
 }
 
 func (e *Engine) planeStatus(up uint32) {
@@ -289,8 +316,7 @@ func (e *Engine) pump() {
 				e.collect(s)
 				continue
 			}
-			e.transmit(&tx)
-			free = e.freeMask()
+			free = e.refreshFree(free, e.transmit(&tx))
 			e.active[n] = s
 			n++
 		}
@@ -306,7 +332,9 @@ func (e *Engine) pump() {
 	e.touched = e.touched[:0]
 }
 
-func (e *Engine) transmit(tx *verbs.Tx) {
+// transmit builds and sends tx's frame and returns the plane it went out
+// on, or -1 if it could not be built.
+func (e *Engine) transmit(tx *verbs.Tx) int {
 	tc := tx.DSCP << 2
 	if tx.ECT {
 		tc |= fabric.ECNECT0
@@ -314,12 +342,13 @@ func (e *Engine) transmit(tx *verbs.Tx) {
 	p, payload, err := e.nic.AllocRDMA(RDMAHeader{DstHost: tx.DstHost, EV: EV(tx.EV), TrafficClass: tc, PayloadLen: tx.WireLen, Stored: tx.Len})
 	if err != nil {
 		e.Counters.TxErrors++
-		return
+		return -1
 	}
 	copy(payload, e.scratch[:tx.Len])
 	e.Counters.TxPackets++
 	e.Counters.TxBytes += uint64(tx.WireLen)
 	e.nic.SendRDMA(p)
+	return EV(tx.EV).Plane() % len(e.nic.ports)
 }
 
 // rearm keeps the QP's one loop timer at the transport's deadline.

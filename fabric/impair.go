@@ -102,17 +102,19 @@ func (s *Switch) BlackHole(sid uint16, fraction float64) {
 
 // flush drops every frame waiting in the port (not the one on the wire).
 func (pt *Port) flush(reason int) {
-	for c := range pt.queues {
-		q := &pt.queues[c]
-		for p := q.pop(); p != nil; p = q.pop() {
-			if c != ClassControl && c != ClassTrimmed {
-				pt.bytes -= p.WireLen
+	if pq := pt.pq; pq != nil {
+		for c := range pq.queues {
+			for pq.queues[c].n > 0 {
+				p := pq.pop(c)
+				if c != ClassControl && c != ClassTrimmed {
+					pt.bytes -= p.WireLen
+				}
+				if pt.acct != nil {
+					pt.acct.release(p)
+				}
+				pq.qc[c].Drops++
+				pt.drop(p, reason)
 			}
-			if pt.acct != nil {
-				pt.acct.release(p)
-			}
-			pt.QCounters[c].Drops++
-			pt.drop(p, reason)
 		}
 	}
 	for p := pt.ctrl.pop(); p != nil; p = pt.ctrl.pop() {

@@ -59,7 +59,7 @@ func (pt *Port) pause(c uint8, quanta uint16) {
 	now := pt.loop.Now()
 	if quanta == 0 {
 		pt.Counters.ResumeRx++
-		pt.pausedUntil[c] = 0
+		pt.q().pausedUntil[c] = 0
 		if !pt.busy {
 			pt.startNext()
 		}
@@ -75,7 +75,7 @@ func (pt *Port) pause(c uint8, quanta uint16) {
 	}
 	// quanta × 512 bit times at this port's rate.
 	var rem uint64
-	pt.pausedUntil[c] = now + serializationTime(int(quanta)*64, pt.Tx.Rate, &rem)
+	pt.q().pausedUntil[c] = now + serializationTime(int(quanta)*64, pt.Tx.Rate, &rem)
 }
 
 // IngressAccounting is a switch's PFC state: bytes held in the switch per
@@ -185,11 +185,12 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 		return
 	}
 	w.armed &^= 1 << c
-	stuck := now < pt.pausedUntil[c] && pt.queues[c].n > 0 && pt.QCounters[c].TxPackets == w.txSnap[c]
+	pq := pt.q()
+	stuck := now < pq.pausedUntil[c] && pq.queues[c].n > 0 && pq.qc[c].TxPackets == w.txSnap[c]
 	if !stuck {
-		if now < pt.pausedUntil[c] { // still paused but moving: keep watching
+		if now < pq.pausedUntil[c] { // still paused but moving: keep watching
 			w.armed |= 1 << c
-			w.txSnap[c] = pt.QCounters[c].TxPackets
+			w.txSnap[c] = pq.qc[c].TxPackets
 			pt.loop.Schedule(now+sim.Time(cfg.Detection), pt, uint64(c)<<8|evWatchdog)
 		}
 		return
@@ -199,14 +200,15 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 	if w.action == WatchdogAlert {
 		return
 	}
-	pt.pausedUntil[c] = 0
+	pq.pausedUntil[c] = 0
 	if w.action == WatchdogDrop {
-		for p := pt.queues[c].pop(); p != nil; p = pt.queues[c].pop() {
+		for pq.queues[c].n > 0 {
+			p := pq.pop(int(c))
 			pt.bytes -= p.WireLen
 			if pt.acct != nil {
 				pt.acct.release(p)
 			}
-			pt.QCounters[c].Drops++
+			pq.qc[c].Drops++
 			pt.drop(p, DropWatchdog)
 		}
 	}

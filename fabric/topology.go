@@ -53,7 +53,7 @@ type Topology struct {
 	Loop      *sim.Loop
 
 	subnetSize int // hosts per T0 / edge
-	byName     map[string]*Port
+	byName     map[string]*Port // built on the first Port call
 	swByName   map[string]*Switch
 }
 
@@ -76,7 +76,22 @@ func (t *Topology) HostOf(a []byte) (host, plane int, ok bool) {
 }
 
 // Port returns a port by name ("p0.t0.1/3", "h5/p2"), or nil.
-func (t *Topology) Port(name string) *Port { return t.byName[name] }
+func (t *Topology) Port(name string) *Port {
+	if t.byName == nil {
+		t.byName = map[string]*Port{}
+		for _, s := range t.Switches {
+			for _, p := range s.Ports {
+				t.byName[p.Name] = p
+			}
+		}
+		for _, hp := range t.HostPorts {
+			for _, p := range hp {
+				t.byName[p.Name] = p
+			}
+		}
+	}
+	return t.byName[name]
+}
 
 // Switch returns a switch by name, or nil.
 func (t *Topology) Switch(name string) *Switch { return t.swByName[name] }
@@ -103,7 +118,7 @@ func newTopology(loop *sim.Loop, o Options, kind string, planes, hosts, subnet i
 		mf = 9216
 	}
 	return &Topology{Kind: kind, Planes: planes, Hosts: hosts, Mode: o.Mode, Pool: NewPool(mf), Loop: loop,
-		subnetSize: subnet, byName: map[string]*Port{}, swByName: map[string]*Switch{}}
+		subnetSize: subnet, swByName: map[string]*Switch{}}
 }
 
 func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports int, usidType int) *Switch {
@@ -114,7 +129,6 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 		p := NewPort(t.Loop, t.Pool, fmt.Sprintf("%s/%d", name, i), o.FabricPort)
 		p.Owner, p.Index, p.MAC = s, int32(i), MAC(s.ID, i)
 		s.Ports = append(s.Ports, p)
-		t.byName[p.Name] = p
 	}
 	for i := range s.usidPorts {
 		s.usidPorts[i] = nil
@@ -147,7 +161,6 @@ func (t *Topology) addHosts(o Options, n, planes int) {
 			p := NewPort(t.Loop, t.Pool, fmt.Sprintf("h%d/p%d", h, pl), o.NICPort)
 			p.Index, p.MAC = int32(pl), MAC(1<<23|h, pl)
 			t.HostPorts[h][pl] = p
-			t.byName[p.Name] = p
 		}
 	}
 }
