@@ -105,9 +105,14 @@ type Options struct {
 	Slowdown float64
 }
 
+// rankedSeqs is where ordinary sequence numbers start: the ones below are
+// ranks (ScheduleRanked), so ranked events sort before ordinary ones of the
+// same time.
+const rankedSeqs = 1 << 32
+
 // NewLoop returns an empty loop at virtual time 0.
 func NewLoop(o Options) *Loop {
-	l := &Loop{seed: o.Seed}
+	l := &Loop{seed: o.Seed, seq: rankedSeqs}
 	if o.Wall != nil {
 		l.rt = &realtime{wall: o.Wall, enabled: o.RealTime, slowdown: o.Slowdown}
 		if l.rt.slowdown < 1 {
@@ -168,6 +173,29 @@ func (l *Loop) insert(at Time, h Handler, f func(), arg uint64) Timer {
 // allocates nothing in steady state.
 func (l *Loop) Schedule(at Time, h Handler, arg uint64) Timer {
 	return l.insert(at, h, nil, arg)
+}
+
+// ScheduleRanked runs h.OnEvent(arg) at virtual time at, before every
+// ordinary event of the same time, and among the ranked events of that time
+// in rank order (equal ranks: in any order, so a rank must name a handler
+// for which the order does not matter). The order of ties then depends on
+// the ranks, not on when the event was scheduled: links use it so that
+// frame arrivals order the same way however the fabric is partitioned.
+// The event cannot be stopped (the Timer returned is the zero Timer).
+func (l *Loop) ScheduleRanked(at Time, h Handler, arg uint64, rank uint32) Timer {
+	if at < l.now {
+		at = l.now
+	}
+	if l.live >= MaxPending {
+		panic("sim: more than MaxPending events scheduled")
+	}
+	s := l.alloc()
+	seq := uint64(rank) + 1
+	nd := &l.nodes[s]
+	nd.h, nd.f, nd.arg, nd.at, nd.seq = h, nil, arg, at, seq
+	l.q.pushSorted(qentry{at: uint64(at), key: seq<<slotBits | uint64(s)})
+	l.live++
+	return Timer{}
 }
 
 // ScheduleAfter runs h.OnEvent(arg) after d.
@@ -253,6 +281,30 @@ func (l *Loop) RunUntil(t Time) {
 	if !l.stopped && t != maxTime && t > l.now {
 		l.now = t
 	}
+}
+
+// RunBefore runs every event scheduled before t (not at t) and leaves the
+// clock at the last event it ran: one window of a Parallel run. It returns
+// early if Stop is called.
+func (l *Loop) RunBefore(t Time) {
+	l.stopped = false
+	for !l.stopped && t > 0 {
+		e, ok := l.next(t - 1)
+		if !ok {
+			return
+		}
+		l.fire(e)
+	}
+}
+
+// NextBound returns a lower bound on the time of the next event (exact
+// unless stopped events are still queued), without changing the queue, and
+// false when nothing is queued.
+func (l *Loop) NextBound() (Time, bool) {
+	if l.q.len() == 0 {
+		return 0, false
+	}
+	return Time(max(l.q.minBound(), uint64(l.now))), true
 }
 
 // RunFor runs for d of virtual time from now.

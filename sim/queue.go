@@ -54,6 +54,41 @@ func (q *radixQueue) push(e qentry) {
 	q.n++
 }
 
+// pushSorted is push for entries whose key may be smaller than those of
+// entries already queued at the same time (ranked events): an entry landing
+// in bucket 0 is inserted in key order instead of appended.
+func (q *radixQueue) pushSorted(e qentry) {
+	if e.at < q.last {
+		e.at = q.last
+	}
+	if bucketOf(e.at, q.last) != 0 {
+		q.push(e)
+		return
+	}
+	z := append(q.buckets[0], e)
+	i := len(z) - 1
+	for ; i > q.head0 && z[i-1].key > e.key; i-- {
+		z[i] = z[i-1]
+	}
+	z[i] = e
+	q.buckets[0] = z
+	q.n++
+}
+
+// minBound returns the smallest time queued (stopped entries included);
+// the queue must not be empty.
+func (q *radixQueue) minBound() uint64 {
+	if q.head0 < len(q.buckets[0]) {
+		return q.last
+	}
+	src := q.buckets[bits.TrailingZeros64(q.nonzero)+1]
+	m := src[0].at
+	for _, e := range src[1:] {
+		m = min(m, e.at)
+	}
+	return m
+}
+
 // prepare makes bucket 0 hold the smallest entries if their time is at or
 // before limit, and reports whether it does. The queue must not be empty.
 // It never moves last past limit: a later push below last would be lost.

@@ -1,0 +1,248 @@
+package sim
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Exchanger moves the messages partitions send each other (frames on cut
+// links) between windows of a Parallel run. Parallel calls it on the worker
+// goroutine that owns the partition, never concurrently for one partition.
+type Exchanger interface {
+	// BeginWindow is called before partition p runs window w: what p sends
+	// from now on belongs to window w.
+	BeginWindow(p int, w uint64)
+	// EndWindow is called after p ran window w; it returns the earliest
+	// arrival time of what p sent during the window (MaxTime if nothing).
+	EndWindow(p int, w uint64) Time
+	// Deliver hands partition p what the other partitions sent it during
+	// window w: it schedules them on p's loop. Every partition has ended
+	// window w before any Deliver of it runs, and no partition sends into
+	// window w's buffers again until every Deliver of window w returned.
+	Deliver(p int, w uint64)
+}
+
+// MaxTime is the largest virtual time ("never").
+const MaxTime = maxTime
+
+// ParallelStats count what a Parallel run did.
+type ParallelStats struct {
+	Windows uint64 // synchronisation windows (one barrier each)
+	Workers int    // goroutines of the last run
+}
+
+// Parallel runs the partitions of one simulation — one Loop each — on
+// worker goroutines, synchronised conservatively (a YAWNS-style window
+// protocol). Lookahead L is the least delay of anything one partition can
+// do to another (the propagation delay of the cut links). From the global
+// earliest pending time T, every partition runs its events with time < T+L
+// on its own; nothing another partition does in that window can arrive
+// before T+L. At the barrier each partition reports the earliest time it
+// holds (its queue, and what it sent), the minimum becomes the next T, and
+// at the start of the next window every partition takes in what was sent
+// to it. Windows, and hence results, do not depend on the number of
+// workers: a partition's events run in the same order whichever goroutine
+// runs it.
+//
+// Loops must use simulated pacing. Between Run calls (and before the
+// first) the caller may touch any loop from one goroutine.
+type Parallel struct {
+	Loops     []*Loop
+	Lookahead Time
+	X         Exchanger
+
+	Stats ParallelStats
+
+	window uint64 // number of the next window
+}
+
+// NewParallel coordinates loops with lookahead l (> 0) and exchanger x
+// (nil when the partitions never talk to each other).
+func NewParallel(loops []*Loop, l Time, x Exchanger) (*Parallel, error) {
+	if len(loops) == 0 {
+		return nil, fmt.Errorf("sim: parallel run without loops")
+	}
+	if l <= 0 {
+		return nil, fmt.Errorf("sim: parallel lookahead must be > 0, got %d", l)
+	}
+	for i, lp := range loops {
+		if lp.rt != nil && lp.rt.enabled {
+			return nil, fmt.Errorf("sim: loop %d uses real-time pacing; parallel runs are simulated only", i)
+		}
+	}
+	return &Parallel{Loops: loops, Lookahead: l, X: x}, nil
+}
+
+// Now returns the time of the latest event run in any partition (a single
+// loop's Now after the same run).
+func (p *Parallel) Now() Time {
+	var t Time
+	for _, l := range p.Loops {
+		t = max(t, l.now)
+	}
+	return t
+}
+
+// Executed returns the events run by all partitions.
+func (p *Parallel) Executed() uint64 {
+	var n uint64
+	for _, l := range p.Loops {
+		n += l.executed
+	}
+	return n
+}
+
+// Pending returns the events scheduled in all partitions (messages between
+// partitions not yet delivered are not counted).
+func (p *Parallel) Pending() int {
+	n := 0
+	for _, l := range p.Loops {
+		n += l.live
+	}
+	return n
+}
+
+// Run runs on workers goroutines until no event is left anywhere.
+func (p *Parallel) Run(workers int) { p.run(workers, maxTime, nil) }
+
+// RunUntil runs every event at or before t.
+func (p *Parallel) RunUntil(workers int, t Time) { p.run(workers, t, nil) }
+
+// RunWhile runs while cond holds. cond is checked between windows (with
+// every partition stopped, so it may read any of them), not before every
+// event: the run stops at the first window boundary where cond is false,
+// which depends on the simulation only, not on the number of workers. It
+// reports whether it stopped because cond became false.
+func (p *Parallel) RunWhile(workers int, cond func() bool) bool {
+	p.run(workers, maxTime, cond)
+	return !cond()
+}
+
+// barrier is a reusable rendezvous of the workers that also reduces their
+// earliest times; the last to arrive decides the next window.
+type barrier struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	n       int
+	arrived int
+	min     Time
+	gen     atomic.Uint64
+	next    Time // decision of the last completed round
+	stop    bool
+	decide  func(min Time) (next Time, stop bool)
+}
+
+func (b *barrier) arrive(m Time) (Time, bool) {
+	b.mu.Lock()
+	b.min = min(b.min, m)
+	b.arrived++
+	if b.arrived == b.n {
+		b.next, b.stop = b.decide(b.min)
+		b.arrived, b.min = 0, maxTime
+		b.gen.Add(1)
+		b.cond.Broadcast()
+		b.mu.Unlock()
+		return b.next, b.stop
+	}
+	g := b.gen.Load()
+	b.mu.Unlock()
+	// Windows are short (a few µs to ms of work): spin a little, yielding
+	// the processor, before sleeping on the condition variable.
+	for i := 0; i < 64; i++ {
+		if b.gen.Load() != g {
+			return b.next, b.stop
+		}
+		runtime.Gosched()
+	}
+	b.mu.Lock()
+	for b.gen.Load() == g {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+	return b.next, b.stop
+}
+
+func (p *Parallel) run(workers int, until Time, cond func() bool) {
+	n := len(p.Loops)
+	workers = max(1, min(workers, n))
+	p.Stats.Workers = workers
+	start := maxTime
+	for _, l := range p.Loops {
+		l.stopped = false
+		if b, ok := l.NextBound(); ok {
+			start = min(start, b)
+		}
+	}
+	if start == maxTime || start > until || (cond != nil && !cond()) {
+		return
+	}
+	b := &barrier{n: workers, min: maxTime}
+	b.cond = sync.NewCond(&b.mu)
+	b.decide = func(m Time) (Time, bool) {
+		p.Stats.Windows++
+		for _, l := range p.Loops {
+			if l.stopped {
+				return 0, true
+			}
+		}
+		if m == maxTime || m > until || (cond != nil && !cond()) {
+			return 0, true
+		}
+		return m, false
+	}
+	first := p.window
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			p.worker(w, workers, first, start, until, b)
+		}(w)
+	}
+	last := p.worker(0, workers, first, start, until, b)
+	wg.Wait()
+	p.window = last + 1
+	// Hand over what the last window sent, so that every frame is in some
+	// loop (or pool) when Run returns.
+	if p.X != nil {
+		for i := range p.Loops {
+			p.X.Deliver(i, last)
+		}
+	}
+}
+
+// worker runs partitions [w·n/W, (w+1)·n/W) window after window, starting
+// with window number first at time t; it returns the last window's number.
+func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrier) uint64 {
+	n := len(p.Loops)
+	lo, hi := w*n/workers, (w+1)*n/workers
+	for win := first; ; win++ {
+		end := t + p.Lookahead // run the events before end
+		if until != maxTime && end > until {
+			end = until + 1
+		}
+		m := maxTime
+		for i := lo; i < hi; i++ {
+			l := p.Loops[i]
+			if p.X != nil {
+				if win > first {
+					p.X.Deliver(i, win-1)
+				}
+				p.X.BeginWindow(i, win)
+			}
+			l.RunBefore(end)
+			if bd, ok := l.NextBound(); ok {
+				m = min(m, bd)
+			}
+			if p.X != nil {
+				m = min(m, p.X.EndWindow(i, win))
+			}
+		}
+		var stop bool
+		if t, stop = b.arrive(m); stop {
+			return win
+		}
+	}
+}
