@@ -59,6 +59,8 @@ type Link struct {
 	up       bool
 	inflight packetFIFO
 	lastDue  sim.Time
+	rank     uint32   // nonzero: arrivals are ranked events (see RankLinks)
+	cut      *cutLink // set when the link joins two partitions (partition.go)
 }
 
 // NewLink returns an up link delivering to dst.
@@ -113,9 +115,17 @@ func (l *Link) transmit(p *Packet) {
 		at = l.lastDue
 	}
 	l.lastDue = at
+	if l.cut != nil {
+		l.cut.send(l, p, at) // the far partition schedules the arrival
+		return
+	}
 	l.inflight.push(p)
 	if uint64(l.inflight.n) > l.Counters.InFlightHW {
 		l.Counters.InFlightHW = uint64(l.inflight.n)
+	}
+	if l.rank != 0 {
+		l.loop.ScheduleRanked(at, l, 0, l.rank)
+		return
 	}
 	l.loop.Schedule(at, l, 0)
 }
