@@ -114,10 +114,12 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 				return nil, err
 			}
 			cell := &arCell{v: v, loss: loss}
+			env.Point(len(cells), len(vs)*len(losses), fmt.Sprintf("%s, loss %s", v.name, pct(loss)))
 			c, err := cluster.New(cfg, nil)
 			if err != nil {
 				return nil, err
 			}
+			env.Watch(c)
 			if loss > 0 {
 				for _, l := range c.Topo.Links {
 					l.Loss = fabric.NewBernoulli(loss, cfg.Seed, l.Name)

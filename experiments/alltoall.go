@@ -63,11 +63,12 @@ type a2aCell struct {
 
 // runCollectiveCell runs one collective on a fresh cluster with Bernoulli
 // loss on every link.
-func runCollectiveCell(cfg config.Config, op collectives.Op, algo string, size uint64, loss float64, events *uint64) (collectives.Result, int, error) {
+func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo string, size uint64, loss float64, events *uint64) (collectives.Result, int, error) {
 	c, err := cluster.New(cfg, nil)
 	if err != nil {
 		return collectives.Result{}, 0, err
 	}
+	env.Watch(c)
 	defer c.Close()
 	if loss > 0 {
 		for _, l := range c.Topo.Links {
@@ -131,7 +132,8 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 					return nil, err
 				}
 				cell := &a2aCell{coll: co.name, v: v, loss: loss}
-				cell.res, ranks, cell.err = runCollectiveCell(cfg, co.op, co.algo, size, loss, &res.Events)
+				env.Point(len(cells), len(colls)*len(vs)*len(losses), fmt.Sprintf("%s, %s, loss %s", co.name, v.name, pct(loss)))
+				cell.res, ranks, cell.err = runCollectiveCell(env, cfg, co.op, co.algo, size, loss, &res.Events)
 				cell.frac = cell.res.BusBW / nic
 				env.logf("alltoall: %-15s %-12s loss %-6g busbw %6.2f GB/s %v\n", co.name, v.name, loss, cell.res.BusBW, errText(cell.err))
 				cells = append(cells, cell)

@@ -1,10 +1,16 @@
 package experiments
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"sort"
 
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/wallclock"
 )
 
@@ -50,4 +56,122 @@ func verdicts(r *Results) string {
 		}
 	}
 	return fmt.Sprintf("%d pass, %d differ", p, d)
+}
+
+// ReadManifest reads a manifest.json for a replay. Decoding is strict: an
+// unknown field or a value of the wrong type is an error naming it.
+func ReadManifest(path string) (Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Manifest{}, err
+	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(b, &present); err != nil {
+		return Manifest{}, fmt.Errorf("%s: not a JSON object: %v", path, err)
+	}
+	var m Manifest
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Manifest{}, fmt.Errorf("%s: %s: want a JSON %s, got %s", path, te.Field, te.Type, te.Value)
+		}
+		return Manifest{}, fmt.Errorf("%s: %v", path, err)
+	}
+	var errs []error
+	for _, k := range []string{"tool", "seed", "experiment", "size", "params", "config"} {
+		if _, ok := present[k]; !ok {
+			reason := "missing"
+			if k == "experiment" || k == "size" || k == "params" {
+				reason += " (a manifest is complete only when its run finished)"
+			}
+			errs = append(errs, &config.FieldError{Path: k, Reason: reason})
+		}
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(present["params"], &params) == nil {
+		var keys []string
+		for k, v := range params {
+			if string(bytes.TrimSpace(v)) == "null" {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			errs = append(errs, &config.FieldError{Path: "params." + k, Reason: "want a JSON string, got null"})
+		}
+	}
+	if len(errs) > 0 {
+		return m, errors.Join(errs...)
+	}
+	return m, nil
+}
+
+// Replay checks that m records a finished experiment run that can be run
+// again and returns the experiment and the validated config. Every problem
+// is named by its manifest field.
+func (m Manifest) Replay() (Experiment, config.Config, error) {
+	var errs []error
+	bad := func(path, reason string, v any) {
+		errs = append(errs, &config.FieldError{Path: path, Reason: reason, Value: v})
+	}
+	if m.Tool != "vcluster" {
+		bad("tool", `must be "vcluster"`, m.Tool)
+	}
+	e, err := Lookup(m.Experiment)
+	if err != nil {
+		bad("experiment", err.Error(), nil)
+	}
+	switch m.Size {
+	case Quick, Default, Full:
+	default:
+		bad("size", "must be quick, default or full", string(m.Size))
+	}
+	if e != nil {
+		known := map[string]bool{}
+		for _, p := range e.Params() {
+			known[p.Key] = true
+			if _, ok := m.Params[p.Key]; !ok {
+				bad("params."+p.Key, "missing ("+e.Name()+" has this parameter)", nil)
+			}
+		}
+		var keys []string
+		for k := range m.Params {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !known[k] {
+				bad("params."+k, e.Name()+" has no such parameter", nil)
+			}
+		}
+	}
+	if m.Seed != m.Config.Seed {
+		bad("seed", fmt.Sprintf("disagrees with config.seed (%d)", m.Config.Seed), m.Seed)
+	}
+	cfg, err := override(m.Config, nil)
+	if err != nil {
+		for _, x := range unjoin(err) {
+			var fe *config.FieldError
+			if errors.As(x, &fe) {
+				bad("config."+fe.Path, fe.Reason, fe.Value)
+			} else {
+				bad("config", x.Error(), nil)
+			}
+		}
+	} else if !reflect.DeepEqual(cfg, m.Config) {
+		bad("config", "is not a resolved config (validating it changes it)", nil)
+	}
+	if len(errs) > 0 {
+		return nil, config.Config{}, errors.Join(errs...)
+	}
+	return e, cfg, nil
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
 )
 
@@ -61,6 +62,38 @@ type Env struct {
 	Size     Size
 	Params   map[string]string
 	Progress io.Writer
+	// Observer, if set, follows the run (progress bar, metrics). Runs tell
+	// it about their points and clusters through Env.Point and Env.Watch,
+	// which do nothing when it is nil.
+	Observer Observer
+}
+
+// Observer follows a run for progress displays and metrics. Its methods
+// are called on the goroutine that runs the simulation, so they may read
+// the cluster's counters (and install c.Loop.OnProgress); nothing a run
+// computes may depend on them.
+type Observer interface {
+	// Point says the run is starting point i (counting from 0) of n, e.g.
+	// one transport × loss cell of a grid.
+	Point(i, n int, label string)
+	// Watch says c is the cluster being simulated from now on.
+	Watch(c *cluster.Cluster)
+}
+
+// Point tells the observer, if any, that point i (from 0) of n starts.
+// Calling it is optional: it only feeds progress displays.
+func (e *Env) Point(i, n int, label string) {
+	if e != nil && e.Observer != nil {
+		e.Observer.Point(i, n, label)
+	}
+}
+
+// Watch tells the observer, if any, that c is now being simulated (call it
+// after cluster.New, before running the loop). Optional, like Point.
+func (e *Env) Watch(c *cluster.Cluster) {
+	if e != nil && e.Observer != nil && c != nil {
+		e.Observer.Watch(c)
+	}
 }
 
 func (e *Env) logf(format string, a ...any) {
@@ -146,12 +179,33 @@ func Register(e Experiment) {
 	registry[e.Name()] = e
 }
 
-// Lookup finds an experiment by name.
+// aliases are other names for experiments of the catalogue: the names the
+// issue and TARGETS.md use where ours differ.
+var aliases = map[string]string{
+	"loss-sweep": "allreduce-loss", // TARGETS T2/T3, as issue #7 names it
+}
+
+// Lookup finds an experiment by name or alias.
 func Lookup(name string) (Experiment, error) {
 	if e, ok := registry[name]; ok {
 		return e, nil
 	}
+	if e, ok := registry[aliases[name]]; ok {
+		return e, nil
+	}
 	return nil, fmt.Errorf("no experiment %q (have: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Aliases returns the other names of experiment name, sorted.
+func Aliases(name string) []string {
+	var a []string
+	for k, v := range aliases {
+		if v == name {
+			a = append(a, k)
+		}
+	}
+	sort.Strings(a)
+	return a
 }
 
 // Names lists the catalogue, sorted.

@@ -89,10 +89,11 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "transport\tcut link\toutcome\tfault\tdetect µs\tbypass µs\tlost\tQP errors\ttimeouts\tjob\tbaseline")
-	for _, cell := range cells {
+	for ci, cell := range cells {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		env.Point(ci, len(cells), cell.name+", link cut and baseline")
 		cfg, err := override(env.Config, cell.sets)
 		if err != nil {
 			return nil, err
@@ -105,6 +106,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 			Workload: faults.Workload{Pattern: "p2p", Src: 0, Dst: dst, Bytes: size},
 			OnCluster: func(cl *cluster.Cluster) {
 				c = cl
+				env.Watch(cl)
 				sample = func() {
 					var rx uint64
 					for _, p := range c.Topo.HostPorts[dst] {

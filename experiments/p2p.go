@@ -60,11 +60,12 @@ var p2pVariants = []p2pVariant{
 
 // p2pOnce moves length bytes from a to b in writes of w bytes over one QP
 // and returns (one-way time to the WriteImm, goodput bps, line rate bps).
-func p2pOnce(cfg config.Config, a, b int, length, w uint64, events *uint64) (sim.Time, float64, float64, error) {
+func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *uint64) (sim.Time, float64, float64, error) {
 	c, err := cluster.New(cfg, nil)
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	env.Watch(c)
 	defer c.Close()
 	ps, err := c.Connect(a, b)
 	if err != nil {
@@ -117,6 +118,7 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 	frac := map[key]map[uint64]float64{}
 	var plots []Plot
 	bw := Plot{Name: "bandwidth_vs_write", Title: "one QP: goodput vs write size", XLabel: "write size (bytes)", YLabel: "fraction of the QP's line rate", LogX: true}
+	point, points := 0, len(p2pVariants)*2*(1+len(writes))
 	for _, v := range p2pVariants {
 		cfg, err := override(env.Config, v.sets)
 		if err != nil {
@@ -131,7 +133,9 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 				return nil, err
 			}
 			k := key{v.name, pth.name}
-			l, _, _, err := p2pOnce(cfg, 0, pth.to, 2, 2, &res.Events)
+			env.Point(point, points, fmt.Sprintf("%s %s, 2 B latency", v.name, pth.name))
+			point++
+			l, _, _, err := p2pOnce(env, cfg, 0, pth.to, 2, 2, &res.Events)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s latency: %w", v.name, pth.name, err)
 			}
@@ -141,7 +145,9 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 			frac[k] = map[uint64]float64{}
 			s := Series{Name: v.name + ", " + pth.name}
 			for _, w := range writes {
-				_, g, line, err := p2pOnce(cfg, 0, pth.to, max(stream, w), w, &res.Events)
+				env.Point(point, points, fmt.Sprintf("%s %s, %s writes", v.name, pth.name, collectives.FormatBytes(w)))
+				point++
+				_, g, line, err := p2pOnce(env, cfg, 0, pth.to, max(stream, w), w, &res.Events)
 				if err != nil {
 					return nil, fmt.Errorf("%s %s %d B writes: %w", v.name, pth.name, w, err)
 				}

@@ -47,11 +47,12 @@ time) as a fraction of the 400G host link; the row is the mean over the
 flows of all trials, and the worst flow.`
 }
 
-func permTrial(cfg config.Config, perm []int, size uint64, events *uint64) ([]float64, error) {
+func permTrial(env *Env, cfg config.Config, perm []int, size uint64, events *uint64) ([]float64, error) {
 	c, err := cluster.New(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
+	env.Watch(c)
 	defer c.Close()
 	var trs []*cluster.Transfer
 	for a, b := range perm {
@@ -130,7 +131,7 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 	fmt.Fprintln(tw, "forwarding\tflows\tmean of line rate\tworst flow\tbest flow")
 	mean := map[string]float64{}
 	worst := map[string]float64{}
-	for _, v := range variants {
+	for vi, v := range variants {
 		cfg, err := override(env.Config, v.sets)
 		if err != nil {
 			return nil, err
@@ -140,7 +141,8 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			fr, err := permTrial(cfg, p, size, &res.Events)
+			env.Point(vi*len(perms)+t, len(variants)*len(perms), fmt.Sprintf("%s, permutation %d", v.name, t+1))
+			fr, err := permTrial(env, cfg, p, size, &res.Events)
 			if err != nil {
 				return nil, fmt.Errorf("%s trial %d: %w", v.name, t, err)
 			}

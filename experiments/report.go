@@ -5,8 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"html"
+	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +23,8 @@ import (
 // seed alone (wall time, versions, paths).
 type Manifest struct {
 	Tool          string            `json:"tool"`
+	Command       string            `json:"command,omitempty"`  // run or experiment
+	ReplayOf      string            `json:"replayOf,omitempty"` // the manifest this run replayed
 	Version       string            `json:"version"`
 	GoVersion     string            `json:"goVersion"`
 	GvisorVersion string            `json:"gvisorVersion"`
@@ -170,4 +175,106 @@ func paramString(e Experiment, p map[string]string) string {
 		s = append(s, q.Key+"="+p[q.Key])
 	}
 	return strings.Join(s, ", ")
+}
+
+// LintReportHTML checks what report.html promises: it is well-formed XHTML
+// (strict XML with HTML entities) rooted at an XHTML <html>, every image
+// is a PNG embedded as a data URI that decodes, and nothing refers outside
+// the file (no scripts, links, frames, objects, event handlers, URLs in
+// attributes or in CSS). It returns the number of images and table rows and
+// every problem found.
+func LintReportHTML(b []byte) (imgs, rows int, problems []string) {
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	d := xml.NewDecoder(bytes.NewReader(b))
+	d.Strict = true
+	d.Entity = xml.HTMLEntity
+	var stack []string
+	root := true
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bad("does not parse: %v", err)
+			return imgs, rows, problems
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			el := t.Name.Local
+			if root {
+				if el != "html" || t.Name.Space != "http://www.w3.org/1999/xhtml" {
+					bad("root element is <%s> in %q, want XHTML <html>", el, t.Name.Space)
+				}
+				root = false
+			}
+			stack = append(stack, el)
+			switch el {
+			case "img":
+				imgs++
+			case "tr":
+				rows++
+			case "script", "link", "iframe", "frame", "object", "embed", "base", "form", "audio", "video", "source", "track", "applet":
+				bad("has a <%s>", el)
+			}
+			for _, a := range t.Attr {
+				n := strings.ToLower(a.Name.Local)
+				v := strings.TrimSpace(a.Value)
+				if n == "xmlns" || a.Name.Space == "xmlns" {
+					continue // a namespace name, not a reference
+				}
+				switch {
+				case strings.HasPrefix(n, "on"):
+					bad("<%s %s>: event handler", el, n)
+				case n == "http-equiv":
+					bad("<%s http-equiv=%q>", el, v)
+				case el == "img" && n == "src":
+					if err := embeddedPNG(v); err != nil {
+						bad("<img src=%.40q>: %v", v, err)
+					}
+				case n == "src" || n == "href" || n == "srcset" || n == "poster" || n == "data" || n == "action" || n == "background" || n == "formaction" || n == "cite":
+					bad("<%s %s=%.40q>: refers to something", el, n, v)
+				case strings.Contains(v, "://") || strings.HasPrefix(v, "//"):
+					bad("<%s %s=%.40q>: a URL", el, n, v)
+				case n == "style" && strings.Contains(strings.ToLower(v), "url("):
+					bad("<%s style>: url() in CSS", el)
+				}
+			}
+		case xml.EndElement:
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case xml.CharData:
+			if len(stack) > 0 && stack[len(stack)-1] == "style" {
+				css := strings.ToLower(string(t))
+				if strings.Contains(css, "url(") || strings.Contains(css, "@import") {
+					bad("<style> loads something (url() or @import)")
+				}
+			}
+		}
+	}
+	if root {
+		bad("no root element")
+	}
+	return imgs, rows, problems
+}
+
+// embeddedPNG checks that src is a data URI holding a decodable PNG.
+func embeddedPNG(src string) error {
+	data, ok := strings.CutPrefix(src, "data:image/png;base64,")
+	if !ok {
+		return fmt.Errorf("not an embedded PNG (data:image/png;base64,...)")
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return fmt.Errorf("base64: %v", err)
+	}
+	c, err := png.DecodeConfig(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("PNG: %v", err)
+	}
+	if c.Width == 0 || c.Height == 0 {
+		return fmt.Errorf("PNG is %d×%d", c.Width, c.Height)
+	}
+	return nil
 }

@@ -3,36 +3,49 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/experiments"
 )
 
 func init() { extraCommands = append(extraCommands, newExperimentCmd) }
 
 func newExperimentCmd() *cobra.Command {
-	var out string
+	var out, manifestPath string
 	var quick, full bool
+	var rf *runFlags
 	cmd := &cobra.Command{
 		Use:   "experiment list | all | <name>",
 		Short: "Run a named experiment (or all of them) and write its report: results, plots, check against TARGETS",
 		Long: `experiment runs one experiment from the catalogue ('list' shows it), or every
 one ('all', each into <out>/<name>). Each experiment starts from its own
 cluster settings (shown by list), then --config and --set as usual;
-experiment parameters are --set exp.<key>=value. --quick and --full pick
-the size. Every run writes manifest.json, config.yaml, results.csv,
-results.json, report.md, report.html (plots embedded) and the plots as PNG
-and SVG. The exit status is 0 when the run completed, whatever the check
-says: a shape that differs from the published one is a finding.`,
+experiment parameters are --set exp.<key>=value or an exp: section in the
+--config file (--set wins). --quick and --full pick the size. Every run
+writes manifest.json, config.yaml, results.csv, results.json, report.md,
+report.html (plots embedded) and the plots as PNG and SVG. The exit status
+is 0 when the run completed, whatever the check says: a shape that differs
+from the published one is a finding.
+
+--manifest dir/manifest.json runs again exactly what that manifest recorded
+into --out (the name, if given, must match it); results.csv comes out
+byte-identical. Progress goes to stderr (a bar on a terminal, log lines
+otherwise); --metrics :9464 serves Prometheus metrics while it runs.`,
 		Example: `  vcluster experiment list
   vcluster experiment allreduce-loss --quick --out out/ar
   vcluster experiment allreduce-loss --set exp.size=128M --set exp.roceQPs=1,4,16
-  vcluster experiment all --quick --out out/all`,
+  vcluster experiment all --quick --out out/all
+  vcluster experiment --manifest out/ar/manifest.json --out out/ar-again`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && manifestPath != "" {
+				return nil
+			}
 			if len(args) != 1 {
 				return usageError(fmt.Errorf("want one argument: list, all or an experiment name (%s)", strings.Join(experiments.Names(), ", ")))
 			}
@@ -40,63 +53,72 @@ says: a shape that differs from the published one is a finding.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
+			if manifestPath != "" {
+				name := ""
+				if len(args) == 1 {
+					name = args[0]
+				}
+				return replay(cmd, manifestPath, out, name, rf)
+			}
 			size, err := sizeFlag(quick, full)
 			if err != nil {
 				return err
 			}
 			if args[0] == "list" {
-				for _, n := range experiments.Names() {
-					e, _ := experiments.Lookup(n)
-					fmt.Fprintf(w, "%-16s %-8s %s\n", n, strings.Join(e.TargetRows(), ","), e.Title())
-					fmt.Fprintf(w, "%-16s cluster: %s\n", "", strings.Join(e.ClusterSets(), " "))
-					for _, p := range e.Params() {
-						fmt.Fprintf(w, "%-16s exp.%s=%s (quick %s, full %s): %s\n", "", p.Key, p.Default, p.Value(experiments.Quick), p.Value(experiments.Full), p.Doc)
-					}
-				}
+				listExperiments(w)
 				return nil
 			}
 			names := []string{args[0]}
 			if args[0] == "all" {
 				names = experiments.Names()
 			}
-			params, err := takeExpSets(cmd)
+			params, err := expParams(cmd)
 			if err != nil {
 				return err
 			}
 			user, _ := cmd.Flags().GetStringArray("set")
-			var differs []string
+			var cfgPath string
+			if f := cmd.Flags().Lookup("config"); f != nil {
+				cfgPath = f.Value.String()
+			}
+			var es []experiments.Experiment
 			for _, n := range names {
 				e, err := experiments.Lookup(n)
 				if err != nil {
 					return usageError(err)
 				}
-				// The experiment's cluster settings go before the user's.
+				es = append(es, e)
+			}
+			obs, stop, err := rf.startObserver(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer stop()
+			var differs []string
+			for _, e := range es {
+				// The experiment's cluster settings go before the user's
+				// config file and --set.
 				f := cmd.Flags().Lookup("set")
-				if err := f.Value.(interface{ Replace([]string) error }).Replace(append(append([]string{}, e.ClusterSets()...), user...)); err != nil {
+				if err := f.Value.(interface{ Replace([]string) error }).Replace(append(clusterSetsUnder(cfgPath, e.ClusterSets()), user...)); err != nil {
 					return err
 				}
 				cfg, err := loadConfig(cmd)
 				if err != nil {
 					return err
 				}
-				cfg.Output.Dir = outDir(out, cfg.Output.Dir, n, args[0] == "all")
-				env, err := newEnv(cmd, e, cfg, size, params)
+				cfg.Output.Dir = outDir(out, cfg.Output.Dir, e.Name(), args[0] == "all")
+				p, err := experiments.ResolveParams(e, size, params)
 				if err != nil {
-					return err
+					return usageError(err)
 				}
-				m, err := writeManifest(cmd, cfg)
-				if err != nil {
-					return err
-				}
-				m.Status, m.Files = "", []string{resolvedConfigFile}
-				head := fmt.Sprintf("%s, %d plane(s) × %s, %d hosts, seed %d", cfg.Fabric.Preset, cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Hosts, cfg.Seed)
-				if err := runExperiment(w, e, env, "cluster "+head, nil, m); err != nil {
+				j := &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment")}
+				if err := j.runWith(cmd, obs); err != nil {
 					return err
 				}
 				fmt.Fprintln(w)
 				b, _ := readManifestPassed(cfg.Output.Dir)
 				if !b {
-					differs = append(differs, n)
+					differs = append(differs, e.Name())
 				}
 			}
 			if len(differs) > 0 {
@@ -108,7 +130,30 @@ says: a shape that differs from the published one is a finding.`,
 	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir/<name>)")
 	cmd.Flags().BoolVar(&quick, "quick", false, "quick size (tests, a first look)")
 	cmd.Flags().BoolVar(&full, "full", false, "full size")
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
+	rf = addRunFlags(cmd)
 	return cmd
+}
+
+// listExperiments prints the catalogue: names (and aliases), TARGETS rows,
+// cluster settings and parameters per size.
+func listExperiments(w io.Writer) {
+	for _, n := range experiments.Names() {
+		e, _ := experiments.Lookup(n)
+		fmt.Fprintf(w, "%-16s %-8s %s\n", n, strings.Join(e.TargetRows(), ","), e.Title())
+		for _, a := range experiments.Aliases(n) {
+			fmt.Fprintf(w, "%-16s also: %s\n", "", a)
+		}
+		fmt.Fprintf(w, "%-16s cluster: %s\n", "", strings.Join(e.ClusterSets(), " "))
+		for _, p := range e.Params() {
+			fmt.Fprintf(w, "%-16s exp.%s=%s (quick %s, full %s): %s\n", "", p.Key, p.Default, p.Value(experiments.Quick), p.Value(experiments.Full), p.Doc)
+		}
+	}
+}
+
+// clusterHead is the report's cluster line for an experiment run.
+func clusterHead(cfg config.Config) string {
+	return fmt.Sprintf("%s, %d plane(s) × %s, %d hosts, seed %d", cfg.Fabric.Preset, cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Hosts, cfg.Seed)
 }
 
 func outDir(out, cfgDir, name string, many bool) string {

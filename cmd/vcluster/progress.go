@@ -3,55 +3,148 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
-	"github.com/vcluster/vcluster/sim"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
-// progressLine prints a one-line status of a long simulation to w, at most
-// once per interval of wall time: virtual time reached (and the target, if
-// known), events per second, and the ETA from the virtual-time rate. The
-// loop must have been created with a WallClock (events/s come from it).
-type progressLine struct {
-	w        io.Writer
-	until    sim.Time
-	interval time.Duration
-	wall     sim.WallClock
-	last     int64
-	lastVT   sim.Time
-	printed  bool
+// progressUI shows an observer's status: a bar on a terminal, plain log
+// lines otherwise, or nothing. As an io.Writer it takes the experiments'
+// own log lines (env.Progress).
+type progressUI interface {
+	io.Writer
+	begin(name string)
+	point(s progressStatus)  // a point starts
+	update(s progressStatus) // from inside the loop, at most every interval()
+	end(s progressStatus)
+	interval() time.Duration
 }
 
-func attachProgress(w io.Writer, loop *sim.Loop, wall sim.WallClock, until sim.Time, interval time.Duration) *progressLine {
-	p := &progressLine{w: w, until: until, interval: interval, wall: wall, last: wall.Now()}
-	loop.OnProgress(1<<16, p.report)
-	return p
+type noProgress struct{}
+
+func (noProgress) Write(b []byte) (int, error) { return len(b), nil }
+func (noProgress) begin(string)                {}
+func (noProgress) point(progressStatus)        {}
+func (noProgress) update(progressStatus)       {}
+func (noProgress) end(progressStatus)          {}
+func (noProgress) interval() time.Duration     { return time.Hour }
+
+// logProgress writes plain lines (CI, pipes, tests): one per point, one
+// every `every` of wall time inside a long point, one at the end.
+type logProgress struct {
+	w     io.Writer
+	every time.Duration
 }
 
-func (p *progressLine) report(pr sim.Progress) {
-	now := p.wall.Now()
-	if time.Duration(now-p.last) < p.interval {
+func (l *logProgress) Write(b []byte) (int, error) { return l.w.Write(b) }
+func (l *logProgress) begin(name string)           {}
+func (l *logProgress) interval() time.Duration     { return l.every }
+
+func (l *logProgress) point(s progressStatus) {
+	fmt.Fprintf(l.w, "[%s] %s (elapsed %v, %s)\n", s.exp, s.pointText(), s.elapsed.Round(100*time.Millisecond), s.etaText())
+}
+
+func (l *logProgress) update(s progressStatus) {
+	fmt.Fprintf(l.w, "[%s] %s: virtual %v, %.2f M events/s, elapsed %v, %s\n", s.exp, s.pointText(), s.virtual.Round(time.Microsecond), s.rate/1e6, s.elapsed.Round(100*time.Millisecond), s.etaText())
+}
+
+func (l *logProgress) end(s progressStatus) {
+	fmt.Fprintf(l.w, "[%s] %s\n", s.exp, s.doneText())
+}
+
+// barProgress draws a progress bar over the points (github.com/schollz/
+// progressbar/v3) with the experiment, point, virtual time, events/s and
+// ETA in its description; log lines are printed above it.
+type barProgress struct {
+	w    io.Writer
+	bar  *progressbar.ProgressBar
+	name string
+	n    int // the bar's length in points; -1 for a spinner
+}
+
+func (b *barProgress) interval() time.Duration { return 100 * time.Millisecond }
+
+func (b *barProgress) Write(p []byte) (int, error) {
+	if b.bar == nil {
+		return b.w.Write(p)
+	}
+	// Printed above the bar at its next render.
+	return progressbar.Bprintf(b.bar, "%s", p)
+}
+
+func (b *barProgress) begin(name string) {
+	b.finish()
+	b.name = name
+}
+
+// ensure makes a bar of n points (a spinner when n is 0).
+func (b *barProgress) ensure(n int) {
+	if n == 0 {
+		n = -1
+	}
+	if b.bar != nil && b.n == n {
 		return
 	}
-	dt := time.Duration(now - p.last)
-	rate := float64(pr.Now-p.lastVT) / dt.Seconds() // virtual ns per wall second
-	p.last, p.lastVT = now, pr.Now
-	line := fmt.Sprintf("\r  virtual %v", time.Duration(pr.Now))
-	if p.until > 0 {
-		line += fmt.Sprintf(" / %v (%.0f%%)", time.Duration(p.until), 100*float64(pr.Now)/float64(p.until))
-		if rate > 0 {
-			eta := time.Duration(float64(p.until-pr.Now) / rate * 1e9)
-			line += fmt.Sprintf("  ETA %v", eta.Round(time.Second))
-		}
-	}
-	line += fmt.Sprintf("  %.2f M events/s  %d pending  wall %v   ", pr.EventsPerSec/1e6, pr.Pending, pr.WallElapsed.Round(time.Second))
-	fmt.Fprint(p.w, line)
-	p.printed = true
+	b.finish()
+	b.n = n
+	b.bar = progressbar.NewOptions(n, progressbar.OptionSetWriter(b.w), progressbar.OptionSetDescription(b.name),
+		progressbar.OptionSetWidth(20), progressbar.OptionSetPredictTime(false),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSpinnerType(14))
 }
 
-// done ends the status line if one was printed.
-func (p *progressLine) done() {
-	if p.printed {
-		fmt.Fprintln(p.w)
+func (b *barProgress) describe(s progressStatus) string {
+	d := s.exp
+	if p := s.pointText(); p != "" {
+		d += " " + p
 	}
+	return fmt.Sprintf("%s │ virtual %v │ %.2f M ev/s │ %s", d, s.virtual.Round(time.Microsecond), s.rate/1e6, s.etaText())
+}
+
+func (b *barProgress) point(s progressStatus) {
+	b.ensure(s.n)
+	b.bar.Describe(b.describe(s))
+	if s.n > 0 {
+		b.bar.Set(s.i)
+	}
+}
+
+func (b *barProgress) update(s progressStatus) {
+	if b.bar == nil {
+		b.ensure(0)
+	}
+	b.bar.Describe(b.describe(s))
+}
+
+func (b *barProgress) end(s progressStatus) {
+	b.finish()
+	fmt.Fprintf(b.w, "%s: %s\n", s.exp, s.doneText())
+}
+
+func (b *barProgress) finish() {
+	if b.bar != nil {
+		b.bar.Finish() // draws the full bar and the log lines still buffered
+		fmt.Fprintln(b.w)
+		b.bar = nil
+	}
+}
+
+// newProgressUI picks the display for mode: "auto" (a bar when w is a
+// terminal, log lines otherwise), "bar", "log" or "none".
+func newProgressUI(mode string, w io.Writer) (progressUI, error) {
+	switch mode {
+	case "auto":
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return &barProgress{w: w}, nil
+		}
+		return &logProgress{w: w, every: 10 * time.Second}, nil
+	case "bar":
+		return &barProgress{w: w}, nil
+	case "log":
+		return &logProgress{w: w, every: 10 * time.Second}, nil
+	case "none":
+		return noProgress{}, nil
+	}
+	return nil, fmt.Errorf("--progress: want auto, bar, log or none, got %q", mode)
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
 )
 
 type stepWall struct{ now int64 }
@@ -13,25 +16,78 @@ type stepWall struct{ now int64 }
 func (s *stepWall) Now() int64                            { return s.now }
 func (s *stepWall) SleepUntil(d int64, _ <-chan struct{}) { s.now = d }
 
-func TestProgressLine(t *testing.T) {
+// The observer's status: point i of n, events from the watched clusters,
+// events/s from the wall clock, ETA from the points done.
+func TestObserverStatus(t *testing.T) {
 	w := &stepWall{}
-	loop := sim.NewLoop(sim.Options{Wall: w})
 	var out bytes.Buffer
-	p := attachProgress(&out, loop, w, sim.Second, 0)
-	// 2^17 events over 1 ms of virtual time, each taking 1 µs of wall time.
-	for i := 0; i < 1<<17; i++ {
-		loop.At(sim.Time(i)*sim.Millisecond/(1<<17), func() { w.now += 1000 })
+	o := newObserverClock(&logProgress{w: &out, every: 50 * time.Millisecond}, nil, w)
+	o.Begin("exp")
+	cfg, err := config.Load("", []string{"fabric.hosts=4", "fabric.hostsPerT0=2"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	loop.Run()
-	p.done()
-	s := out.String()
-	for _, want := range []string{"virtual ", "/ 1s (", "ETA ", "M events/s"} {
-		if !strings.Contains(s, want) {
-			t.Fatalf("progress line %q lacks %q", s, want)
+	var events uint64
+	for i := range 4 {
+		o.Point(i, 4, "cell")
+		c, err := cluster.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Watch(c)
+		// 100 000 events, each taking 1 µs of wall time: 1 M events/s,
+		// 100 ms per point.
+		for range 100000 {
+			c.Loop.At(0, func() { w.now += int64(time.Microsecond) })
+		}
+		c.Loop.Run()
+		events += c.Loop.Executed()
+		c.Close()
+	}
+	o.End()
+	s := o.status()
+	if s.events != events || s.i != 3 || s.n != 4 {
+		t.Errorf("status = %+v, want %d events, point 3 of 4", s, events)
+	}
+	got := out.String()
+	for _, want := range []string{"[exp] point 1/4 cell (elapsed 0s, ETA ?)", "[exp] point 3/4 cell (elapsed 200ms, ETA 200ms)",
+		"[exp] point 4/4 cell (elapsed 300ms, ETA 100ms)", "1.00 M events/s", "[exp] done, 4 points, 400000 events, 400ms"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
 		}
 	}
-	// 1 event per µs of wall → 1.00 M events/s.
-	if !strings.Contains(s, "1.00 M events/s") {
-		t.Fatalf("rate wrong in %q", s)
+	if m := regexp.MustCompile(`(\d+\.\d+) M events/s`).FindAllStringSubmatch(got, -1); len(m) < 2 || m[len(m)-1][1] != "1.00" {
+		t.Errorf("rates in %q, want 1.00 M events/s", got)
+	}
+}
+
+// Not a terminal (tests, CI): plain log lines on stderr, one per point.
+// --progress bar draws the bar anyway; none prints nothing.
+func TestProgressModes(t *testing.T) {
+	args := append(append([]string{}, quickExp...), "--out", t.TempDir())
+	code, _, errOut := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exited %d: %s", code, errOut)
+	}
+	for _, want := range []string{"[allreduce-loss] point 1/4 MRC, 1 QP, loss 0% (elapsed", "[allreduce-loss] point 4/4 RoCE, 1 QP, loss 1%",
+		"allreduce-loss: RoCE, 1 QP   loss 0.01", "[allreduce-loss] done, 4 points, "} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, append(args, "--progress", "bar")...)
+	if code != 0 {
+		t.Fatalf("exited %d: %s", code, errOut)
+	}
+	for _, want := range []string{"allreduce-loss point 4/4 RoCE, 1 QP, loss 1% │ virtual ", "M ev/s", "100% |", "allreduce-loss: done, 4 points"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("bar output lacks %q:\n%q", want, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, append(args, "--progress", "none")...); code != 0 || strings.Contains(errOut, "point") {
+		t.Errorf("--progress none: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := runCLI(t, append(args, "--progress", "fancy")...); code != 2 {
+		t.Errorf("--progress fancy exited %d, want 2", code)
 	}
 }

@@ -68,7 +68,14 @@ func loadConfig(cmd *cobra.Command) (config.Config, error) {
 		}
 		sets = append(sets, "seed="+strconv.FormatUint(seed, 10))
 	}
-	cfg, err := config.Load(path, sets)
+	// An exp: section (experiment parameters, see expconfig.go) is not the
+	// config package's business.
+	loadPath, cleanup, err := withoutExpSection(path)
+	if err != nil {
+		return config.Config{}, usageError(fmt.Errorf("invalid configuration:\n%w", err))
+	}
+	defer cleanup()
+	cfg, err := config.Load(loadPath, sets)
 	if err != nil {
 		return config.Config{}, usageError(fmt.Errorf("invalid configuration:\n%w", err))
 	}

@@ -24,8 +24,9 @@ const (
 )
 
 func newRunCmd() *cobra.Command {
-	var out string
+	var out, manifestPath string
 	var quick, full bool
+	var rf *runFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the default job: a fabric check (pings), then the default experiment (ring all-reduce, MRC vs RoCE under loss)",
@@ -43,12 +44,27 @@ every link. It prints the table and the check, and writes a report directory:
   busbw_vs_loss.png/.svg
   pings.csv, counters.csv, topology.dot   the preflight
 
-Experiment parameters are set with --set exp.<key>=value (see
-'vcluster experiment list'). An invalid configuration exits with status 2
-before anything is created.`,
+Experiment parameters are set with --set exp.<key>=value or in an exp:
+section of the --config file (see 'vcluster experiment list'). An invalid
+configuration exits with status 2 before anything is created.
+
+--manifest dir/manifest.json runs again exactly what that manifest recorded
+(experiment, size, parameters, resolved config, seed) into --out: its
+results.csv is byte-identical to the recorded run's.
+
+While it runs, stderr shows a progress bar on a terminal (log lines
+otherwise); --metrics :9464 serves the fabric and transport counters to
+Prometheus.`,
+		Example: `  vcluster run
+  vcluster run --quick --out out/quick
+  vcluster run --manifest out/quick/manifest.json --out out/replay
+  vcluster run --metrics :9464`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			params, err := takeExpSets(cmd)
+			if manifestPath != "" {
+				return replay(cmd, manifestPath, out, "", rf)
+			}
+			params, err := expParams(cmd)
 			if err != nil {
 				return err
 			}
@@ -67,26 +83,69 @@ before anything is created.`,
 			if err != nil {
 				return err
 			}
-			env, err := newEnv(cmd, e, cfg, size, params)
+			p, err := experiments.ResolveParams(e, size, params)
 			if err != nil {
-				return err
+				return usageError(err)
 			}
-			m, err := writeManifest(cmd, cfg)
-			if err != nil {
-				return err
-			}
-			so, err := smokeRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
-			if err != nil {
-				return err
-			}
-			m.Status = ""
-			return runExperiment(cmd.OutOrStdout(), e, env, so.head, []experiments.Section{so.preflight}, m)
+			j := &job{e: e, cfg: cfg, size: size, params: p, preflight: true, m: baseManifest(cmd, cfg, "run")}
+			return j.run(cmd, rf)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir from the config, \"out\")")
 	cmd.Flags().BoolVar(&quick, "quick", false, "run the experiment at its quick size")
 	cmd.Flags().BoolVar(&full, "full", false, "run the experiment at its full size")
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
+	rf = addRunFlags(cmd)
 	return cmd
+}
+
+// job is one experiment run of the CLI: what to run, where, and the
+// provenance that goes into its manifest.
+type job struct {
+	e         experiments.Experiment
+	cfg       config.Config // Output.Dir is the report directory
+	size      experiments.Size
+	params    map[string]string // resolved
+	preflight bool              // vcluster run: the fabric check first
+	head      string            // cluster line of the report (without preflight)
+	m         manifest
+}
+
+// run writes the manifest (status "started") and config.yaml, runs the
+// preflight if asked, then the experiment, and completes the manifest.
+func (j *job) run(cmd *cobra.Command, rf *runFlags) error {
+	obs, stop, err := rf.startObserver(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return j.runWith(cmd, obs)
+}
+
+func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
+	m, err := startManifest(j.m, j.cfg, j.preflight)
+	if err != nil {
+		return err
+	}
+	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Progress: obs.Log(), Observer: obs}
+	head, before := j.head, []experiments.Section(nil)
+	if j.preflight {
+		obs.Begin("preflight")
+		so, err := smokeRun(cmd.OutOrStdout(), obs, j.cfg)
+		obs.End()
+		if err != nil {
+			return err
+		}
+		head, before = so.head, []experiments.Section{so.preflight}
+	}
+	obs.Begin(j.e.Name())
+	r, err := experiments.Execute(context.Background(), j.e, env, j.cfg.Output.Dir, head, before, m)
+	obs.End()
+	if err != nil {
+		return err
+	}
+	printResults(cmd.OutOrStdout(), j.e, env, r)
+	return nil
 }
 
 func sizeFlag(quick, full bool) (experiments.Size, error) {
@@ -118,26 +177,31 @@ func takeExpSets(cmd *cobra.Command) ([]string, error) {
 	return params, nil
 }
 
-func newEnv(cmd *cobra.Command, e experiments.Experiment, cfg config.Config, size experiments.Size, params []string) (*experiments.Env, error) {
-	p, err := experiments.ResolveParams(e, size, params)
-	if err != nil {
-		return nil, usageError(err)
+// expParams returns the experiment parameters of the command line: the
+// --config file's exp: section, then --set exp.key=value (which win), and
+// takes the latter out of --set.
+func expParams(cmd *cobra.Command) ([]string, error) {
+	var path string
+	if f := cmd.Flags().Lookup("config"); f != nil {
+		path = f.Value.String()
 	}
-	return &experiments.Env{Config: cfg, Size: size, Params: p, Progress: io.Discard}, nil
+	fromFile, err := configExpParams(path)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := takeExpSets(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return append(fromFile, sets...), nil
 }
 
-// runExperiment runs e, writes its report into env.Config.Output.Dir and
-// prints the table and the check table.
-func runExperiment(w io.Writer, e experiments.Experiment, env *experiments.Env, head string, before []experiments.Section, m manifest) error {
-	dir := env.Config.Output.Dir
-	r, err := experiments.Execute(context.Background(), e, env, dir, head, before, m)
-	if err != nil {
-		return err
-	}
+// printResults prints what ran, the table, the check table and where the
+// report is.
+func printResults(w io.Writer, e experiments.Experiment, env *experiments.Env, r *experiments.Results) {
 	fmt.Fprintf(w, "%s: %s (%s, TARGETS %v)\n%s\n\n%s\n", e.Name(), e.Title(), env.Size, e.TargetRows(), paramLine(e, env), r.Table)
 	fmt.Fprintf(w, "check:\n%s\n", experiments.CheckTable(r.Checks))
-	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, "report.md"))
-	return nil
+	fmt.Fprintf(w, "report: %s\n", filepath.Join(env.Config.Output.Dir, "report.md"))
 }
 
 func paramLine(e experiments.Experiment, env *experiments.Env) string {
@@ -148,20 +212,17 @@ func paramLine(e experiments.Experiment, env *experiments.Env) string {
 	return s
 }
 
-func writeManifest(cmd *cobra.Command, cfg config.Config) (manifest, error) {
-	dir := cfg.Output.Dir
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return manifest{}, fmt.Errorf("create output dir: %w", err)
-	}
+// baseManifest is the provenance part of a run's manifest, from cmd's
+// flags: versions, seed, config file, --set values.
+func baseManifest(cmd *cobra.Command, cfg config.Config, command string) manifest {
 	v, g, gv := buildVersions()
 	m := manifest{
 		Tool:          "vcluster",
+		Command:       command,
 		Version:       v,
 		GoVersion:     g,
 		GvisorVersion: gv,
 		Seed:          cfg.Seed,
-		Status:        statusStarted,
-		Config:        cfg,
 	}
 	if f := cmd.Flags().Lookup("config"); f != nil {
 		m.ConfigFile = f.Value.String()
@@ -171,6 +232,21 @@ func writeManifest(cmd *cobra.Command, cfg config.Config) (manifest, error) {
 	}
 	if f := cmd.Flags().Lookup("seed"); f != nil && f.Changed {
 		m.Sets = append(m.Sets, "seed="+f.Value.String())
+	}
+	return m
+}
+
+// startManifest creates the output directory and writes manifest.json
+// (status "started") and config.yaml. It returns the manifest to complete.
+func startManifest(m manifest, cfg config.Config, preflight bool) (manifest, error) {
+	dir := cfg.Output.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return manifest{}, fmt.Errorf("create output dir: %w", err)
+	}
+	m.Seed, m.Config = cfg.Seed, cfg
+	m.Status = "started"
+	if preflight {
+		m.Status = statusStarted
 	}
 	if err := experiments.WriteManifest(dir, m); err != nil {
 		return m, fmt.Errorf("write manifest: %w", err)
@@ -182,6 +258,9 @@ func writeManifest(cmd *cobra.Command, cfg config.Config) (manifest, error) {
 	if err := os.WriteFile(filepath.Join(dir, resolvedConfigFile), y, 0o644); err != nil {
 		return m, fmt.Errorf("write resolved config: %w", err)
 	}
-	m.Files = []string{resolvedConfigFile, "topology.dot", "pings.csv", "counters.csv"}
+	m.Status, m.Files = "", []string{resolvedConfigFile} // Execute writes the final status
+	if preflight {
+		m.Files = append(m.Files, "topology.dot", "pings.csv", "counters.csv")
+	}
 	return m, nil
 }

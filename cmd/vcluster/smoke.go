@@ -34,7 +34,7 @@ type smokeOut struct {
 // smokeRun builds the configured cluster, pings across it and writes the
 // report directory. Everything it writes is a function of the config and
 // seed, so two runs give identical files (manifest.json aside).
-func smokeRun(w, progress io.Writer, cfg config.Config) (*smokeOut, error) {
+func smokeRun(w io.Writer, obs *observer, cfg config.Config) (*smokeOut, error) {
 	wall := wallclock.New()
 	c, err := cluster.New(cfg, wall)
 	if err != nil {
@@ -92,9 +92,8 @@ func smokeRun(w, progress io.Writer, cfg config.Config) (*smokeOut, error) {
 			at += 100 * sim.Microsecond
 		}
 	}
-	pl := attachProgress(progress, c.Loop, wall, at, time.Second)
+	obs.Watch(c)
 	c.Loop.Run()
-	pl.done()
 	for _, cl := range closers {
 		if err := cl(); err != nil {
 			return nil, err

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/fabric"
+)
+
+// The --metrics endpoint. The simulation is single-threaded and its
+// structures are not safe to read from another goroutine, so the HTTP side
+// never touches them: the observer builds an immutable snapshot on the
+// simulation goroutine (at points, cluster switches and at most every
+// publishEvery inside the loop) and publishes it under a mutex; a scrape
+// turns the latest snapshot into metrics.
+
+// snapshot is one reading of a run, owned by nobody once published.
+type snapshot struct {
+	exp           string
+	point, points int
+	virtual       float64 // seconds, cluster being simulated
+	events        uint64
+	rate          float64
+	clusters      int
+	counters      counters
+}
+
+type metricsServer struct {
+	addr   string // the bound address, host:port
+	mu     sync.Mutex
+	snap   *snapshot
+	srv    *http.Server
+	served chan struct{}
+}
+
+// metricsAddr fills in the host of a --metrics address: ":9464" serves on
+// the loopback interface only; give a host (0.0.0.0:9464) to serve wider.
+func metricsAddr(a string) (string, error) {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", fmt.Errorf("--metrics: want [host]:port, e.g. :9464 or 127.0.0.1:0: %v", err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("--metrics: bad port %q", port)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// startMetrics serves /metrics on addr until Close.
+func startMetrics(addr string) (*metricsServer, error) {
+	a, err := metricsAddr(addr)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	ln, err := net.Listen("tcp", a)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics: %w", err)
+	}
+	m := &metricsServer{addr: ln.Addr().String(), served: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&runCollector{m: m})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(m.served)
+		// An error here ends the endpoint; the run goes on without it.
+		_ = m.srv.Serve(ln)
+	}()
+	return m, nil
+}
+
+func (m *metricsServer) publish(s *snapshot) {
+	m.mu.Lock()
+	m.snap = s
+	m.mu.Unlock()
+}
+
+func (m *metricsServer) latest() *snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snap
+}
+
+// Close keeps serving the final snapshot for linger (so a scraper with a
+// long interval still sees the end of a short run), then stops.
+func (m *metricsServer) Close(linger time.Duration) {
+	if m == nil {
+		return
+	}
+	if linger > 0 {
+		time.Sleep(linger)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.srv.Shutdown(ctx)
+	<-m.served
+}
+
+const ns = "vcluster"
+
+var (
+	dRun       = prometheus.NewDesc(ns+"_run_info", "What is running: the experiment (or preflight).", []string{"experiment"}, nil)
+	dPoint     = prometheus.NewDesc(ns+"_point", "Current point of the experiment, counting from 1 (0 before the first).", nil, nil)
+	dPoints    = prometheus.NewDesc(ns+"_points", "Points of the experiment (0: not known).", nil, nil)
+	dVirtual   = prometheus.NewDesc(ns+"_virtual_time_seconds", "Virtual time reached by the cluster being simulated.", nil, nil)
+	dEvents    = prometheus.NewDesc(ns+"_events_total", "Simulation events executed (every watched cluster of the run).", nil, nil)
+	dRate      = prometheus.NewDesc(ns+"_events_per_second", "Events executed per wall-clock second, recently.", nil, nil)
+	dClusters  = prometheus.NewDesc(ns+"_clusters_total", "Clusters built and simulated so far.", nil, nil)
+	portLabels = []string{"tier", "plane"}
+	dPorts     = prometheus.NewDesc(ns+"_ports", "Ports in the group (tier nic/t0/t1/t2, plane), summed over clusters.", portLabels, nil)
+	dTxPkts    = prometheus.NewDesc(ns+"_port_tx_packets_total", "Frames transmitted by ports.", portLabels, nil)
+	dTxBytes   = prometheus.NewDesc(ns+"_port_tx_bytes_total", "Bytes transmitted by ports.", portLabels, nil)
+	dRxPkts    = prometheus.NewDesc(ns+"_port_rx_packets_total", "Frames received by ports.", portLabels, nil)
+	dRxBytes   = prometheus.NewDesc(ns+"_port_rx_bytes_total", "Bytes received by ports.", portLabels, nil)
+	dDrops     = prometheus.NewDesc(ns+"_port_drops_total", "Frames dropped by ports, by reason.", append(portLabels, "reason"), nil)
+	dECN       = prometheus.NewDesc(ns+"_port_ecn_marks_total", "Frames ECN-marked (CE) by egress queues.", portLabels, nil)
+	dTrims     = prometheus.NewDesc(ns+"_port_trims_total", "Frames trimmed to their headers.", portLabels, nil)
+	dPauseTx   = prometheus.NewDesc(ns+"_port_pfc_pause_tx_total", "PFC PAUSE frames sent.", portLabels, nil)
+	dPauseRx   = prometheus.NewDesc(ns+"_port_pfc_pause_rx_total", "PFC PAUSE frames received.", portLabels, nil)
+	dLost      = prometheus.NewDesc(ns+"_link_lost_total", "Frames lost on the link leaving the port (loss model).", portLabels, nil)
+	dMaxQ      = prometheus.NewDesc(ns+"_port_max_queue_bytes", "Largest egress queue seen on any port of the group.", portLabels, nil)
+	qpLabels   = []string{"transport"}
+	dQPs       = prometheus.NewDesc(ns+"_transport_qps", "QPs created (both ends), summed over clusters.", qpLabels, nil)
+	dData      = prometheus.NewDesc(ns+"_transport_data_packets_total", "Data packets sent for the first time.", qpLabels, nil)
+	dRetx      = prometheus.NewDesc(ns+"_transport_retransmissions_total", "Data packets retransmitted.", qpLabels, nil)
+	dTimeouts  = prometheus.NewDesc(ns+"_transport_timeouts_total", "Retransmission timeouts.", qpLabels, nil)
+	dNacks     = prometheus.NewDesc(ns+"_transport_nacks_received_total", "NACKs received.", qpLabels, nil)
+	dCNPs      = prometheus.NewDesc(ns+"_transport_cnps_sent_total", "Congestion notification packets sent.", qpLabels, nil)
+	dTrimRx    = prometheus.NewDesc(ns+"_transport_trimmed_received_total", "Trimmed packets received.", qpLabels, nil)
+	dECNRx     = prometheus.NewDesc(ns+"_transport_ecn_marked_received_total", "CE-marked data packets received.", qpLabels, nil)
+	dBytesDone = prometheus.NewDesc(ns+"_transport_bytes_completed_total", "Bytes acknowledged and completed at requesters.", qpLabels, nil)
+)
+
+// runCollector turns the latest snapshot into metrics; it never reads the
+// simulation.
+type runCollector struct{ m *metricsServer }
+
+func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dRun, dPoint, dPoints, dVirtual, dEvents, dRate, dClusters, dPorts, dTxPkts, dTxBytes, dRxPkts, dRxBytes,
+		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
+		ch <- d
+	}
+}
+
+func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.m.latest()
+	if s == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	gauge(dRun, 1, s.exp)
+	point := 0
+	if s.points > 0 {
+		point = s.point + 1
+	}
+	gauge(dPoint, float64(point))
+	gauge(dPoints, float64(s.points))
+	gauge(dVirtual, s.virtual)
+	counter(dEvents, s.events)
+	gauge(dRate, s.rate)
+	counter(dClusters, uint64(s.clusters))
+	keys := make([]portKey, 0, len(s.counters.ports))
+	for k := range s.counters.ports {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].tier != keys[j].tier {
+			return keys[i].tier < keys[j].tier
+		}
+		return keys[i].plane < keys[j].plane
+	})
+	for _, k := range keys {
+		a := s.counters.ports[k]
+		l := []string{k.tier, strconv.Itoa(k.plane)}
+		gauge(dPorts, float64(a.ports), l...)
+		counter(dTxPkts, a.txPackets, l...)
+		counter(dTxBytes, a.txBytes, l...)
+		counter(dRxPkts, a.rxPackets, l...)
+		counter(dRxBytes, a.rxBytes, l...)
+		for i, r := range fabric.DropReasonNames {
+			counter(dDrops, a.drops[i], l[0], l[1], r)
+		}
+		counter(dECN, a.ecnMarks, l...)
+		counter(dTrims, a.trims, l...)
+		counter(dPauseTx, a.pauseTx, l...)
+		counter(dPauseRx, a.pauseRx, l...)
+		counter(dLost, a.linkLost, l...)
+		gauge(dMaxQ, float64(a.maxQueue), l...)
+	}
+	kinds := make([]string, 0, len(s.counters.qps))
+	for k := range s.counters.qps {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		a := s.counters.qps[k]
+		gauge(dQPs, float64(a.qps), k)
+		counter(dData, a.dataPackets, k)
+		counter(dRetx, a.retransmissions, k)
+		counter(dTimeouts, a.timeouts, k)
+		counter(dNacks, a.nacksRx, k)
+		counter(dCNPs, a.cnpsSent, k)
+		counter(dTrimRx, a.trimmedRx, k)
+		counter(dECNRx, a.ecnMarksRx, k)
+		counter(dBytesDone, a.bytesCompleted, k)
+	}
+}
+
+// runFlags are the observation flags of the commands that run simulations.
+type runFlags struct {
+	metrics  string
+	linger   time.Duration
+	progress string
+}
+
+// addRunFlags adds --metrics, --metrics-linger and --progress to cmd.
+// Other commands that simulate (benchmarks) can use it with startObserver.
+func addRunFlags(cmd *cobra.Command) *runFlags {
+	f := &runFlags{}
+	cmd.Flags().StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (fabric and transport counters, events, virtual time) on `[host]:port` while the run goes, e.g. :9464 (loopback unless a host is given)")
+	cmd.Flags().DurationVar(&f.linger, "metrics-linger", 0, "with --metrics: keep serving the final values this long after the run (wall `duration`)")
+	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress display on stderr: auto (a bar on a terminal, log lines otherwise), bar, log or none")
+	return f
+}
+
+// startObserver makes the observer for a command's run: the progress
+// display on stderr and, with --metrics, the endpoint (its address is
+// printed on stderr). stop ends both; call it when the run ends.
+func (f *runFlags) startObserver(stderr io.Writer) (o *observer, stop func(), err error) {
+	ui, err := newProgressUI(f.progress, stderr)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	var m *metricsServer
+	if f.metrics != "" {
+		if m, err = startMetrics(f.metrics); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", m.addr)
+	}
+	o = newObserver(ui, m)
+	return o, func() { m.Close(f.linger) }, nil
+}
