@@ -20,7 +20,11 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure simulator speed and memory (results go in docs/benchmarks.md)",
 		Args:  noArgs,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			return checkObserved(c)
+		},
 	}
+	(&runFlags{}).register(cmd.PersistentFlags())
 	cmd.AddCommand(newBenchLoopCmd(), newBenchFabricCmd())
 	for _, mk := range benchCommands {
 		cmd.AddCommand(mk())

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vcluster/vcluster/fabric"
 )
@@ -234,13 +235,64 @@ type runFlags struct {
 }
 
 // addRunFlags adds --metrics, --metrics-linger and --progress to cmd.
-// Other commands that simulate (benchmarks) can use it with startObserver.
 func addRunFlags(cmd *cobra.Command) *runFlags {
 	f := &runFlags{}
-	cmd.Flags().StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (fabric and transport counters, events, virtual time) on `[host]:port` while the run goes, e.g. :9464 (loopback unless a host is given)")
-	cmd.Flags().DurationVar(&f.linger, "metrics-linger", 0, "with --metrics: keep serving the final values this long after the run (wall `duration`)")
-	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress display on stderr: auto (a bar on a terminal, log lines otherwise), bar, log or none")
+	f.register(cmd.Flags())
 	return f
+}
+
+func (f *runFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (fabric and transport counters, events, virtual time) on `[host]:port` while the run goes, e.g. :9464 (loopback unless a host is given)")
+	fs.DurationVar(&f.linger, "metrics-linger", 0, "with --metrics: keep serving the final values this long after the run (wall `duration`)")
+	fs.StringVar(&f.progress, "progress", "auto", "progress display on stderr: auto (a bar on a terminal, log lines otherwise), bar, log or none")
+}
+
+// Benchmarks: `vcluster bench` has --metrics, --metrics-linger and
+// --progress as persistent flags. A benchmark that builds clusters marks
+// itself with markObserved(cmd) and, in RunE:
+//
+//	obs, stop, err := benchObserver(cmd)
+//	if err != nil {
+//		return err
+//	}
+//	defer stop()
+//	obs.Begin("fattree-perm")
+//	obs.Watch(c) // after cluster.New; obs.Point(i, n, label) per point
+//	...
+//	obs.End()
+//
+// --metrics on a benchmark that is not marked is a usage error.
+const observedAnnotation = "vcluster/observed"
+
+func markObserved(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[observedAnnotation] = "yes"
+	return cmd
+}
+
+// checkObserved rejects --metrics on a benchmark that publishes nothing.
+func checkObserved(cmd *cobra.Command) error {
+	if m, _ := cmd.Flags().GetString("metrics"); m != "" && cmd.Annotations[observedAnnotation] == "" {
+		return usageError(fmt.Errorf("--metrics: %s does not simulate a cluster, so it has no counters to serve", cmd.CommandPath()))
+	}
+	return nil
+}
+
+// benchObserver is startObserver for a benchmark, from the bench command's
+// persistent flags.
+func benchObserver(cmd *cobra.Command) (*observer, func(), error) {
+	var f runFlags
+	fs := cmd.Flags()
+	f.metrics, _ = fs.GetString("metrics")
+	f.linger, _ = fs.GetDuration("metrics-linger")
+	if p, err := fs.GetString("progress"); err == nil {
+		f.progress = p
+	} else {
+		f.progress = "auto"
+	}
+	return f.startObserver(cmd.ErrOrStderr())
 }
 
 // startObserver makes the observer for a command's run: the progress

@@ -14,6 +14,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/cluster"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -194,5 +198,56 @@ func TestMetricsAddr(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, append(append([]string{}, quickExp...), "--out", t.TempDir(), "--metrics", "nope")...); code != 2 || !strings.Contains(errOut, "--metrics") {
 		t.Errorf("--metrics nope: exit %d, %s", code, errOut)
+	}
+}
+
+// Benchmarks opt in to --metrics (markObserved + benchObserver); the
+// others reject it rather than serve nothing.
+func TestBenchMetricsFlag(t *testing.T) {
+	if code, _, errOut := runCLI(t, "bench", "loop", "--events", "10", "--metrics", "127.0.0.1:0"); code != 2 || !strings.Contains(errOut, "does not simulate a cluster") {
+		t.Errorf("bench loop --metrics: exit %d, %s", code, errOut)
+	}
+	saved := benchCommands
+	defer func() { benchCommands = saved }()
+	var served string
+	benchCommands = append(benchCommands, func() *cobra.Command {
+		return markObserved(&cobra.Command{Use: "probe", RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			obs, stop, err := benchObserver(cmd)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			obs.Begin("probe")
+			c, err := cluster.New(cfg, nil)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			obs.Point(0, 1, "pings")
+			obs.Watch(c)
+			c.Loop.At(0, func() { c.Hosts[0].Ping(c.Topo.HostAddr(1, 0), 1, 1, 56, 0, func(time.Duration, bool) {}) })
+			c.Loop.Run()
+			obs.End()
+			resp, err := http.Get("http://" + obs.metrics.addr + "/metrics")
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			served = string(b)
+			return nil
+		}})
+	})
+	code, _, errOut := runCLI(t, "bench", "probe", "--metrics", "127.0.0.1:0", "--progress", "log", "--set", "fabric.hosts=4", "--set", "fabric.hostsPerT0=2")
+	if code != 0 {
+		t.Fatalf("bench probe exited %d: %s", code, errOut)
+	}
+	m := parseMetrics(t, served)
+	if sum(m, "vcluster_port_tx_packets_total", `tier="nic"`) < 2 || m["vcluster_events_total"] == 0 || !strings.Contains(errOut, "[probe] done, 1 point,") {
+		t.Errorf("served:\n%s\nstderr:\n%s", served, errOut)
 	}
 }

@@ -330,7 +330,9 @@ func (s progressStatus) pointText() string {
 
 func (s progressStatus) doneText() string {
 	t := "done"
-	if s.n > 0 {
+	if s.n == 1 {
+		t += ", 1 point"
+	} else if s.n > 1 {
 		t += fmt.Sprintf(", %d points", s.n)
 	}
 	return t + fmt.Sprintf(", %d events, %v", s.events, s.elapsed.Round(100*time.Millisecond))
