@@ -156,6 +156,13 @@ type Results struct {
 	Notes   string // markdown after the table
 	Events  uint64 // simulation events executed
 	Before  []Section
+	Files   []File // extra files for the report directory, e.g. a faults event log
+}
+
+// File is an extra output file of a run, written as is.
+type File struct {
+	Name string
+	Data []byte
 }
 
 // Passed reports whether every check passed, and lists the differing ones.

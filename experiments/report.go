@@ -116,6 +116,11 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 			return nil, err
 		}
 	}
+	for _, f := range r.Files {
+		if err := put(f.Name, f.Data); err != nil {
+			return nil, err
+		}
+	}
 	// report.md
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# %s — %s\n\n%s\n\nReproduces: %s (docs TARGETS.md). Size: %s. Parameters: %s.\n\n",
@@ -137,6 +142,9 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 	fmt.Fprintf(&md, "\nFiles: results.csv, results.json, report.html, manifest.json")
 	for _, p := range r.Plots {
 		fmt.Fprintf(&md, ", %s.png, %s.svg", p.Name, p.Name)
+	}
+	for _, f := range r.Files {
+		fmt.Fprintf(&md, ", %s", f.Name)
 	}
 	md.WriteString(".\n")
 	if err := put("report.md", md.Bytes()); err != nil {
