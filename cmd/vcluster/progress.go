@@ -59,6 +59,7 @@ func (l *logProgress) end(s progressStatus) {
 // ETA in its description; log lines are printed above it.
 type barProgress struct {
 	w    io.Writer
+	cols int // terminal width, 0 if unknown: the description is cut to fit
 	bar  *progressbar.ProgressBar
 	name string
 	n    int // the bar's length in points; -1 for a spinner
@@ -91,7 +92,9 @@ func (b *barProgress) ensure(n int) {
 	b.n = n
 	b.bar = progressbar.NewOptions(n, progressbar.OptionSetWriter(b.w), progressbar.OptionSetDescription(b.name),
 		progressbar.OptionSetWidth(20), progressbar.OptionSetPredictTime(false),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSpinnerType(14))
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSpinnerType(14),
+		// No ticker goroutine for the spinner: it turns when we render.
+		progressbar.OptionSetSpinnerChangeInterval(0))
 }
 
 func (b *barProgress) describe(s progressStatus) string {
@@ -99,7 +102,13 @@ func (b *barProgress) describe(s progressStatus) string {
 	if p := s.pointText(); p != "" {
 		d += " " + p
 	}
-	return fmt.Sprintf("%s │ virtual %v │ %.2f M ev/s │ %s", d, s.virtual.Round(time.Microsecond), s.rate/1e6, s.etaText())
+	d = fmt.Sprintf("%s │ virtual %v │ %.2f M ev/s │ %s", d, s.virtual.Round(time.Microsecond), s.rate/1e6, s.etaText())
+	// The bar, percentage and counts take about 30 columns; a line that
+	// wraps could not be redrawn in place.
+	if r := []rune(d); b.cols > 0 && len(r) > b.cols-32 {
+		d = string(r[:max(b.cols-33, 10)]) + "…"
+	}
+	return d
 }
 
 func (b *barProgress) point(s progressStatus) {
@@ -136,15 +145,25 @@ func newProgressUI(mode string, w io.Writer) (progressUI, error) {
 	switch mode {
 	case "auto":
 		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			return &barProgress{w: w}, nil
+			return &barProgress{w: w, cols: termCols(w)}, nil
 		}
 		return &logProgress{w: w, every: 10 * time.Second}, nil
 	case "bar":
-		return &barProgress{w: w}, nil
+		return &barProgress{w: w, cols: termCols(w)}, nil
 	case "log":
 		return &logProgress{w: w, every: 10 * time.Second}, nil
 	case "none":
 		return noProgress{}, nil
 	}
 	return nil, fmt.Errorf("--progress: want auto, bar, log or none, got %q", mode)
+}
+
+// termCols is w's terminal width, or 0.
+func termCols(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if c, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return c
+		}
+	}
+	return 0
 }

@@ -91,3 +91,29 @@ func TestProgressModes(t *testing.T) {
 		t.Errorf("--progress fancy exited %d, want 2", code)
 	}
 }
+
+// A run that reports no points gets a spinner; its log lines and the end
+// line still come out.
+func TestBarWithoutPoints(t *testing.T) {
+	var out bytes.Buffer
+	b := &barProgress{w: &out}
+	b.begin("drill")
+	b.update(progressStatus{exp: "drill", virtual: 1500 * time.Microsecond, rate: 2e6, eta: -1})
+	b.Write([]byte("a log line\n"))
+	b.end(progressStatus{exp: "drill", events: 42, eta: -1})
+	s := out.String()
+	for _, want := range []string{"drill │ virtual 1.5ms │ 2.00 M ev/s │ ETA ?", "a log line\n", "drill: done, 42 events"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q: %q", want, s)
+		}
+	}
+}
+
+// On a narrow terminal the description is cut so the line does not wrap.
+func TestBarFitsTerminal(t *testing.T) {
+	b := &barProgress{cols: 80}
+	d := b.describe(progressStatus{exp: "allreduce-loss", i: 3, n: 9, label: "RoCE, 16 QPs, loss 0.1%, a long label", virtual: time.Millisecond, eta: -1})
+	if n := len([]rune(d)); n > 80-32 || !strings.HasSuffix(d, "…") {
+		t.Errorf("description %q is %d columns", d, n)
+	}
+}
