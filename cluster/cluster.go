@@ -83,6 +83,8 @@ type Cluster struct {
 	Loop   *sim.Loop
 	Topo   *fabric.Topology
 	Hosts  []*endpoint.Host
+
+	par *partitioned // set by NewPartitioned (partition.go)
 }
 
 // New builds the cluster a validated config describes. wall may be nil for

@@ -28,7 +28,10 @@ func (c *Cluster) StartTransfer(p Pair, src, dst *verbs.MR, length, chunk uint64
 	if chunk == 0 || length == 0 || length > src.Len || length > dst.Len {
 		return nil, fmt.Errorf("cluster: transfer of %d bytes in %d-byte chunks does not fit regions of %d and %d", length, chunk, src.Len, dst.Len)
 	}
-	t := &Transfer{Pair: p, Src: src, Dst: dst, Length: length, Chunk: chunk, Start: c.Loop.Now(), loop: c.Loop}
+	// Each side's handler runs on its host's loop (one per partition in a
+	// partitioned run).
+	la, lb := c.Hosts[p.A.Host].Loop(), c.Hosts[p.B.Host].Loop()
+	t := &Transfer{Pair: p, Src: src, Dst: dst, Length: length, Chunk: chunk, Start: la.Now(), loop: la}
 	p.A.CQ.Handler = func(x verbs.Completion) {
 		t.doneWRs++
 		if x.Status != verbs.StatusOK {
@@ -42,7 +45,7 @@ func (c *Cluster) StartTransfer(p Pair, src, dst *verbs.MR, length, chunk uint64
 	}
 	p.B.CQ.Handler = func(x verbs.Completion) {
 		if x.Op == verbs.OpRecvImm {
-			t.RecvImmAt = t.loop.Now()
+			t.RecvImmAt = lb.Now()
 		}
 	}
 	for off := uint64(0); off < length; off += chunk {

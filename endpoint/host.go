@@ -42,6 +42,12 @@ type HostOptions struct {
 	// path never uses netstack, so RDMA-only runs of 10^5 hosts save its
 	// ~14 KiB and ~30 µs of build time per host. TCP needs a netstack.
 	NoNetstack bool
+	// Partition, when set, gives host h the loop it runs on and the
+	// topology view it attaches through (fabric.Partitioning.Views: the
+	// same fabric with the partition's loop and packet pool), for
+	// partitioned parallel runs. Nil: every host uses NewHosts' loop and
+	// topology.
+	Partition func(h int) (*sim.Loop, *fabric.Topology)
 	// RDMAChecksum makes SendRDMA compute the UDP checksum of RDMA frames
 	// whose payload is fully stored. Off (checksum 0), as RoCEv2 NICs send.
 	RDMAChecksum bool
@@ -60,6 +66,9 @@ type Host struct {
 	loop    *sim.Loop
 	pingers []*pinger // created by Ping, one per ICMP identifier
 }
+
+// Loop returns the loop the host runs on.
+func (h *Host) Loop() *sim.Loop { return h.loop }
 
 // Addr returns the host's address in plane.
 func (h *Host) Addr(plane int) [16]byte { return h.NIC.topo.HostAddr(h.ID, plane) }
@@ -153,8 +162,12 @@ func NewHosts(loop *sim.Loop, topo *fabric.Topology, o HostOptions) ([]*Host, er
 	hosts := make([]*Host, topo.Hosts)
 	nics := make([]NIC, topo.Hosts) // one allocation for all NICs
 	for i := range hosts {
-		h := &Host{ID: i, loop: loop, NIC: &nics[i]}
-		if err := h.init(loop, topo, sh); err != nil {
+		hl, ht := loop, topo
+		if o.Partition != nil {
+			hl, ht = o.Partition(i)
+		}
+		h := &Host{ID: i, loop: hl, NIC: &nics[i]}
+		if err := h.init(hl, ht, sh); err != nil {
 			return nil, fmt.Errorf("host %d: %w", i, err)
 		}
 		hosts[i] = h

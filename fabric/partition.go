@@ -39,8 +39,9 @@ type Partitioning struct {
 	// partitions of hosts and switches.
 	HostPart, SwitchPart []int
 	Cut                  []*Link // the cut links
-	// Lookahead is the least propagation delay of a cut link (the window
-	// of sim.Parallel); with no cut link it is effectively infinite.
+	// Lookahead is the window of sim.Parallel: the least propagation delay
+	// of the links that partitionings cut (those touching the top tier:
+	// core switches, T1s), the same for any number of partitions.
 	Lookahead sim.Time
 
 	parts []*partState
@@ -81,9 +82,6 @@ func (c *cutLink) send(l *Link, p *Packet, at sim.Time) {
 	}
 }
 
-// noCut is the lookahead of a partitioning without cut links.
-const noCut = sim.Time(1) << 60
-
 // Partition cuts a freshly built topology (no traffic yet, no hosts
 // attached) into parts partitions and ranks its links (RankLinks). A
 // fat-tree is cut by pod: the hosts, edge and aggregation switches of a pod
@@ -109,7 +107,7 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 		}
 	}
 	t.RankLinks()
-	pt := &Partitioning{Topo: t, HostPart: make([]int, t.Hosts), SwitchPart: make([]int, len(t.Switches)), Lookahead: noCut}
+	pt := &Partitioning{Topo: t, HostPart: make([]int, t.Hosts), SwitchPart: make([]int, len(t.Switches)), Lookahead: sim.MaxTime}
 	for p := 0; p < parts; p++ {
 		loop, pool, view := t.Loop, t.Pool, t
 		if p > 0 {
@@ -161,18 +159,38 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 			owner[port] = p
 		}
 	}
+	// The lookahead is the least delay of the links a partitioning may cut
+	// (those touching the top tier), whatever the number of partitions,
+	// so that every partitioning runs the same windows.
+	top := 1
+	if t.Kind == "fattree" {
+		top = 2
+	}
+	topTier := func(l *Link) bool {
+		for _, p := range []*Port{l.src, l.dst} {
+			if s, ok := p.Owner.(*Switch); ok && s.Tier == top {
+				return true
+			}
+		}
+		return false
+	}
 	for _, l := range t.Links {
+		if topTier(l) {
+			if l.Delay <= 0 {
+				return nil, fmt.Errorf("fabric: link %s may join partitions but has no propagation delay (no lookahead)", l.Name)
+			}
+			pt.Lookahead = min(pt.Lookahead, sim.Time(l.Delay))
+		}
 		s, d := owner[l.src], owner[l.dst]
 		l.loop = pt.Loops[s]
 		if s == d {
 			continue
 		}
-		if l.Delay <= 0 {
-			return nil, fmt.Errorf("fabric: link %s joins partitions %d and %d without propagation delay (no lookahead)", l.Name, s, d)
+		if !topTier(l) {
+			return nil, fmt.Errorf("fabric: link %s joins partitions %d and %d below the top tier", l.Name, s, d)
 		}
 		l.cut = &cutLink{src: pt.parts[s], dst: d}
 		pt.Cut = append(pt.Cut, l)
-		pt.Lookahead = min(pt.Lookahead, sim.Time(l.Delay))
 	}
 	return pt, nil
 }

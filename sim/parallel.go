@@ -220,6 +220,9 @@ func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrie
 	lo, hi := w*n/workers, (w+1)*n/workers
 	for win := first; ; win++ {
 		end := t + p.Lookahead // run the events before end
+		if end < t {
+			end = maxTime // no lookahead limit
+		}
 		if until != maxTime && end > until {
 			end = until + 1
 		}

@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/endpoint"
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/sim"
+)
+
+// partitioned is the parallel side of a cluster built by NewPartitioned.
+type partitioned struct {
+	parts   *fabric.Partitioning
+	run     *sim.Parallel
+	workers int
+}
+
+// MaxPartitions is the most partitions the configured fabric can be cut
+// into: its pods (fat-tree) or T0s per plane (Clos).
+func MaxPartitions(c config.Config) int {
+	if c.Fabric.Topology == config.TopologyFatTree {
+		return c.Fabric.K
+	}
+	return c.Fabric.T0PerPlane
+}
+
+// CheckParallel reports why the configuration cannot run partitioned, or
+// nil. A partitioned run needs every component to live inside one
+// partition and to be touched only by that partition's loop: real-time
+// pacing (one wall clock), packet captures (one pcap writer for ports in
+// several partitions) and TCP hosts (netstack processor goroutines beside
+// the loop) do not.
+func CheckParallel(c config.Config) error {
+	var bad []string
+	if c.Run.Pacing == config.PacingRealtime {
+		bad = append(bad, "run.pacing=realtime")
+	}
+	if len(c.Output.Pcap) > 0 {
+		bad = append(bad, "output.pcap")
+	}
+	if c.Host.TCP {
+		bad = append(bad, "host.tcp")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("partitioned (parallel) runs do not support %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// NewPartitioned builds the cluster a validated config describes, cut into
+// parts partitions (fabric.Partition: by pod, or by T0 index across
+// planes) that run on workers goroutines (sim.Parallel). Every link is
+// ranked (fabric.RankLinks), so the results do not depend on parts or
+// workers: NewPartitioned(c, 1, 1) is the single-loop reference, and any
+// other (parts, workers) gives byte-identical counters and completion
+// times. Run the cluster with its Run/RunWhile/Now/Executed methods, not
+// through Loop: Loop is nil when parts > 1 (each host runs on its
+// partition's loop, Hosts[h].Loop()). Workloads must keep to what a
+// partition can do on its own — transfers between hosts, started before
+// the run; controllers that act on several hosts at once (collectives,
+// fault plans, Clustermapper) are not supported.
+func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
+	if err := CheckParallel(c); err != nil {
+		return nil, err
+	}
+	if n := MaxPartitions(c); parts < 1 || parts > n {
+		return nil, fmt.Errorf("partitions: this fabric can be cut into 1..%d, got %d", n, parts)
+	}
+	loop := sim.NewLoop(sim.Options{Seed: c.Seed})
+	topo, err := BuildTopology(loop, c)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := fabric.Partition(topo, parts)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), NoNetstack: !c.Host.Netstack,
+		Partition: func(h int) (*sim.Loop, *fabric.Topology) {
+			p := pt.HostPart[h]
+			return pt.Loops[p], pt.Views[p]
+		}})
+	if err != nil {
+		return nil, err
+	}
+	run, err := pt.Parallel()
+	if err != nil {
+		return nil, err
+	}
+	cl := &Cluster{Config: c, Topo: topo, Hosts: hosts, par: &partitioned{parts: pt, run: run, workers: max(1, workers)}}
+	if parts == 1 {
+		cl.Loop = loop
+	}
+	return cl, nil
+}
+
+// Partitioning returns the cluster's partitioning, or nil for a cluster
+// built by New.
+func (c *Cluster) Partitioning() *fabric.Partitioning {
+	if c.par == nil {
+		return nil
+	}
+	return c.par.parts
+}
+
+// Parallel returns the coordinator of a partitioned cluster, or nil.
+func (c *Cluster) Parallel() *sim.Parallel {
+	if c.par == nil {
+		return nil
+	}
+	return c.par.run
+}
+
+// SetWorkers sets how many goroutines run a partitioned cluster.
+func (c *Cluster) SetWorkers(n int) {
+	if c.par != nil {
+		c.par.workers = max(1, n)
+	}
+}
+
+// Run runs until no event is left.
+func (c *Cluster) Run() {
+	if c.par != nil {
+		c.par.run.Run(c.par.workers)
+		return
+	}
+	c.Loop.Run()
+}
+
+// RunWhile runs while cond holds and reports whether it stopped because
+// cond became false. A partitioned cluster checks cond between windows
+// (lookahead-long slices of virtual time), with every partition stopped,
+// so cond may read any host; it stops at the first window boundary where
+// cond is false — the same boundary for any number of partitions and
+// workers — having run a little past the moment cond turned false.
+func (c *Cluster) RunWhile(cond func() bool) bool {
+	if c.par != nil {
+		return c.par.run.RunWhile(c.par.workers, cond)
+	}
+	return c.Loop.RunWhile(cond)
+}
+
+// Now returns the virtual time of the latest event run.
+func (c *Cluster) Now() sim.Time {
+	if c.par != nil {
+		return c.par.run.Now()
+	}
+	return c.Loop.Now()
+}
+
+// Executed returns the number of events run.
+func (c *Cluster) Executed() uint64 {
+	if c.par != nil {
+		return c.par.run.Executed()
+	}
+	return c.Loop.Executed()
+}

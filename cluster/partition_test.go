@@ -1,0 +1,236 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vcluster/vcluster/config"
+)
+
+// partResult is everything a partitioned permutation run produces, as text
+// so runs compare byte for byte.
+type partResult struct {
+	flows    string // per flow: start, end, responder WriteImm time, bytes, transport stats
+	counters []byte // fabric counters CSV
+	events   uint64
+	now      int64
+	cross    uint64
+}
+
+// runPartPerm runs a permutation (every host h sends size bytes to
+// perm[h] on one MRC QP) on a cluster cut into parts partitions, on workers
+// goroutines, until the cluster is idle.
+func runPartPerm(t testing.TB, cfg config.Config, parts, workers int, size uint64) partResult {
+	t.Helper()
+	c, err := NewPartitioned(cfg, parts, workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runPerm(t, c, size)
+}
+
+// runPerm runs the permutation on a built cluster (partitioned or not).
+func runPerm(t testing.TB, c *Cluster, size uint64) partResult {
+	t.Helper()
+	cfg := c.Config
+	defer c.Close()
+	perm := Derangement(cfg.Seed, len(c.Hosts))
+	var trs []*Transfer
+	for a, b := range perm {
+		ps, err := c.Connect(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(b, size, nil), size, size/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, tr)
+	}
+	c.Run()
+	var r partResult
+	var b strings.Builder
+	for i, tr := range trs {
+		if !tr.Done() || len(tr.Errors) > 0 || tr.Completed != size {
+			t.Fatalf("flow %d: done %v, %d errors, %d of %d bytes", i, tr.Done(), len(tr.Errors), tr.Completed, size)
+		}
+		fmt.Fprintf(&b, "%d→%d %d %d %d %d %+v %+v\n", tr.Pair.A.Host, tr.Pair.B.Host, tr.Start, tr.End, tr.RecvImmAt, tr.Completed,
+			tr.Pair.A.T.Stats(), tr.Pair.B.T.Stats())
+	}
+	r.flows = b.String()
+	var csv bytes.Buffer
+	if err := c.Topo.WriteCountersCSV(&csv); err != nil {
+		t.Fatal(err)
+	}
+	r.counters = csv.Bytes()
+	r.events, r.now = c.Executed(), int64(c.Now())
+	if pt := c.Partitioning(); pt != nil {
+		r.cross = pt.CrossFrames()
+		if pt.Live() != 0 {
+			t.Fatalf("%d packets leaked", pt.Live())
+		}
+	}
+	return r
+}
+
+func fatTreeCfg(t testing.TB, k int) config.Config {
+	t.Helper()
+	cfg, err := HtsimFatTreeConfig(k, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func closCfg(t testing.TB) config.Config {
+	t.Helper()
+	cfg, err := config.Load("", []string{"fabric.topology=clos", "fabric.planes=2", "fabric.hostsPerT0=2", "fabric.t0PerPlane=4",
+		"fabric.t1PerPlane=2", "fabric.hosts=8", "fabric.forwarding=usid", "transport.kind=mrc", "transport.payload=elided",
+		"transport.mrc.nscc=true", "host.netstack=false", "seed=5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func sameResult(t *testing.T, name string, got, want partResult) {
+	t.Helper()
+	if got.flows != want.flows {
+		t.Errorf("%s: flows differ:\n%s\nwant\n%s", name, got.flows, want.flows)
+	}
+	if !bytes.Equal(got.counters, want.counters) {
+		t.Errorf("%s: counters CSV differs", name)
+	}
+	if got.events != want.events || got.now != want.now {
+		t.Errorf("%s: %d events to %d ns, want %d to %d", name, got.events, got.now, want.events, want.now)
+	}
+}
+
+// TestPartitionedFatTreePermutation: an MRC permutation on a k=4 fat-tree
+// (htsim's scenario, small) gives byte-identical flow completion times,
+// transport statistics and fabric counters on one loop and cut into 2 and
+// 4 partitions on 1, 2 and 4 workers.
+func TestPartitionedFatTreePermutation(t *testing.T) {
+	cfg := fatTreeCfg(t, 4)
+	const size = 400_000
+	ref := runPartPerm(t, cfg, 1, 1, size)
+	if !strings.Contains(string(ref.counters), "\n") || ref.events < 10_000 {
+		t.Fatalf("reference too small: %d events", ref.events)
+	}
+	for _, parts := range []int{2, 4} {
+		for _, w := range []int{1, 2, 4} {
+			r := runPartPerm(t, cfg, parts, w, size)
+			if r.cross == 0 {
+				t.Fatalf("parts %d: nothing crossed partitions", parts)
+			}
+			if w == 1 {
+				t.Logf("parts %d: %d events, %d frames crossed, idle at %d ns", parts, r.events, r.cross, r.now)
+			}
+			sameResult(t, fmt.Sprintf("parts %d workers %d", parts, w), r, ref)
+		}
+	}
+}
+
+// TestPartitionedMatchesClassicLoop: the partitioned model on one
+// partition is the classic cluster (New, one sim.Loop run to idle) with
+// ranked links; without ranking, equal-time arrivals order by send time
+// and the classic run differs (logged, not asserted: it is not the
+// reference).
+func TestPartitionedMatchesClassicLoop(t *testing.T) {
+	cfg := fatTreeCfg(t, 4)
+	ref := runPartPerm(t, cfg, 2, 2, 400_000)
+	c, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Topo.RankLinks()
+	sameResult(t, "classic loop, ranked links", runPerm(t, c, 400_000), ref)
+	if c, err = New(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := runPerm(t, c, 400_000)
+	t.Logf("classic loop, unranked links: flows equal %v, counters equal %v", r.flows == ref.flows, bytes.Equal(r.counters, ref.counters))
+}
+
+// TestPartitionedClosPermutation: the same on a 2-plane Clos (uSID, MRC
+// spraying over both planes), cut by T0 index.
+func TestPartitionedClosPermutation(t *testing.T) {
+	cfg := closCfg(t)
+	ref := runPartPerm(t, cfg, 1, 1, 300_000)
+	for _, parts := range []int{2, 4} {
+		for _, w := range []int{1, 2} {
+			sameResult(t, fmt.Sprintf("parts %d workers %d", parts, w), runPartPerm(t, cfg, parts, w, 300_000), ref)
+		}
+	}
+}
+
+// TestPartitionedRunWhileStopsAtWindow: RunWhile stops at the same window
+// boundary whatever the partitioning, so even a cut-short run compares
+// byte for byte.
+func TestPartitionedRunWhileStopsAtWindow(t *testing.T) {
+	cfg := fatTreeCfg(t, 4)
+	var ref []byte
+	for _, pw := range [][2]int{{1, 1}, {2, 2}, {4, 2}} {
+		c, err := NewPartitioned(cfg, pw[0], pw[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		perm := Derangement(3, len(c.Hosts))
+		var trs []*Transfer
+		for a, b := range perm {
+			ps, err := c.Connect(a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := c.StartTransfer(ps[0], c.Region(a, 1<<20, nil), c.Region(b, 1<<20, nil), 1<<20, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trs = append(trs, tr)
+		}
+		if !c.RunWhile(func() bool { return !trs[0].Done() }) || !trs[0].Done() {
+			t.Fatal("RunWhile did not stop when flow 0 completed")
+		}
+		if c.Parallel().Pending() == 0 {
+			t.Fatal("nothing left to run: the condition did not cut the run short")
+		}
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "%d %d %d\n", c.Executed(), c.Now(), trs[0].End)
+		if err := c.Topo.WriteCountersCSV(&b); err != nil {
+			t.Fatal(err)
+		}
+		if ref == nil {
+			ref = b.Bytes()
+		} else if !bytes.Equal(ref, b.Bytes()) {
+			t.Errorf("parts %d workers %d: state at the stop differs", pw[0], pw[1])
+		}
+		c.Close()
+	}
+}
+
+// TestPartitionedRejects: configurations a partitioned run cannot honour
+// are refused with the reason.
+func TestPartitionedRejects(t *testing.T) {
+	cfg := fatTreeCfg(t, 4)
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"run.pacing=realtime"}, "run.pacing=realtime"},
+		{[]string{"output.pcap=h0/p0"}, "output.pcap"},
+		{[]string{"host.tcp=true", "host.netstack=true"}, "host.tcp"},
+	} {
+		c, err := config.Load("", append(HtsimFatTreeSets(4), tc.set...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewPartitioned(c, 2, 2); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %s", tc.set, err, tc.want)
+		}
+	}
+	if _, err := NewPartitioned(cfg, 5, 1); err == nil {
+		t.Error("5 partitions of a k=4 fat-tree accepted")
+	}
+}

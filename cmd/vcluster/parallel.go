@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
+)
+
+// addParallelFlag registers --parallel on cmd and returns where its value
+// lands. 0 (the default) is the classic single loop; N ≥ 1 is the
+// partitioned model (fabric cut by pod or T0 index, links ranked) on N
+// worker goroutines, whose results are the same for every N.
+func addParallelFlag(cmd *cobra.Command) *int {
+	n := new(int)
+	cmd.Flags().IntVar(n, "parallel", 0, "run the fabric cut into partitions (pods / T0 groups) on N goroutines; results are identical for every N ≥ 1 (0: the classic single loop)")
+	return n
+}
+
+// rejectParallel refuses --parallel for a command whose workload needs one
+// place that acts on many hosts at once (collectives posting on remote
+// hosts, fault plans, Clustermapper probes, pings through netstack): such
+// work would cross partitions in the middle of a window.
+func rejectParallel(n int, what string) error {
+	if n <= 0 {
+		return nil
+	}
+	return usageError(fmt.Errorf("--parallel: %s cannot run partitioned (it acts on hosts of several partitions at once); only point-to-point transfers and permutations can", what))
+}
+
+// parallelCluster builds the cluster for --parallel n: cluster.New for 0,
+// otherwise the partitioned cluster with min(n, pods or T0s) partitions
+// on n workers.
+func parallelCluster(cfg config.Config, n int) (*cluster.Cluster, error) {
+	if n <= 0 {
+		return cluster.New(cfg, nil)
+	}
+	c, err := cluster.NewPartitioned(cfg, min(n, cluster.MaxPartitions(cfg)), n)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return c, nil
+}
