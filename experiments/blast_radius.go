@@ -1,0 +1,432 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/collectives"
+	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/faults"
+	"github.com/vcluster/vcluster/sim"
+)
+
+func init() { Register(blastRadius{}) }
+
+// blastRadius is TARGETS T8: how much of the job's throughput one fault
+// costs and which nodes and planes it touches, on 8 × 100G planes against
+// 4 × 100G and one 800G plane. Every fault is a faults plan run by
+// faults.Drill under a steady shift workload.
+type blastRadius struct{}
+
+func (blastRadius) Name() string { return "blast-radius" }
+func (blastRadius) Title() string {
+	return "blast radius of one fault: capacity lost and nodes/planes touched, 8×100G vs 4×100G vs 1×800G"
+}
+func (blastRadius) TargetRows() []string { return []string{"T8"} }
+func (blastRadius) ClusterSets() []string {
+	return []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1", "transport.payload=elided"}
+}
+func (blastRadius) Params() []Param {
+	return []Param{
+		{Key: "topologies", Default: "8x100G,4x100G,1x800G", Doc: "planes×link speed of each fabric (host and fabric links); each has 2 T0s per plane"},
+		{Key: "t1s", Default: "32", Doc: "T1 switches per plane, and hosts per T0 (non-blocking: a T0 has as much uplink as host capacity); 32 is the paper's 0.4% = 1/(8 × 32)"},
+		{Key: "bytes", Default: "1G", Doc: "bytes per flow: enough that no flow ends inside the window (the run stops at exp.to)"},
+		{Key: "from", Default: "300us", Full: "500us", Doc: "start of the measuring window (virtual time; every fault starts at 0 and MRC's transient is over by ~250 µs)"},
+		{Key: "to", Default: "1ms", Quick: "600us", Full: "2ms", Doc: "end of the measuring window, and of the run"},
+	}
+}
+func (blastRadius) Describe() string {
+	return `Each fabric is a two-tier Clos per plane: 2 T0s, exp.t1s T1s and exp.t1s
+hosts under each T0 (uplink = host capacity), MRC with one QP per flow
+spraying over every plane and T1 (uSID). A fault starts at 0 (a faults
+plan run by faults.Drill) and stays; throughput is the bytes every host
+NIC port received in the window [exp.from, exp.to] (the run stops at its
+end), against the same window of a fault-free run of the same fabric and
+workload. Each fault gets the workload that makes it a bottleneck (as the
+faults package's T8 test): a T0–T1 cable (link_down
+link:p0.t0.0-p0.t1.0, both directions) under every host sending to the
+host n/2 away, across T1 (shift: the T0 uplinks carry the NIC rate); the
+host-side faults under one flow from host 0, which each of them touches,
+to the last host: one NIC port (nic_down nic:h0/p0), a T0-side OSFP
+(optics osfp:p0.t0.0/0: host ports 0–7 of that T0, one plane of 8 nodes)
+and a NIC-side OSFP (optics osfp:h0: every plane of one NIC). "Touches"
+is what the fault's selector resolved to (nodes × NIC ports, planes).
+"Ideal" is the capacity the fault removes: 1/(planes × T1s) for a T0–T1
+cable under shift; for a flow, the share of min(ports up at source, at
+destination) it loses.`
+}
+
+// brTopo is one fabric shape: planes × speed.
+type brTopo struct {
+	name   string
+	planes int
+	speed  string
+}
+
+func parseTopos(s string) ([]brTopo, error) {
+	var out []brTopo
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		p, sp, ok := strings.Cut(f, "x")
+		n, err := strconv.Atoi(p)
+		if !ok || err != nil || n < 1 || sp == "" {
+			return nil, fmt.Errorf("topology %q: want PLANESxSPEED, e.g. 8x100G", f)
+		}
+		out = append(out, brTopo{name: f, planes: n, speed: sp})
+	}
+	return out, nil
+}
+
+// brFault is one fault of the experiment, as a plan event.
+// Its workload makes the faulted element the bottleneck: every host
+// across T1 (shift) loads every T0 uplink; one flow from host 0 (which
+// every host-side fault touches) to the last host measures a node.
+type brFault struct {
+	name, kind, target, workload string
+}
+
+var brFaults = []brFault{
+	{"T0–T1 link", "link_down", "link:p0.t0.0-p0.t1.0", "shift"},
+	{"NIC port", "nic_down", "nic:h0/p0", "p2p"},
+	{"T0-side OSFP", "optics", "osfp:p0.t0.0/0", "p2p"},
+	{"NIC-side OSFP", "optics", "osfp:h0", "p2p"},
+}
+
+// brRun is one run: the window's receive rate and what the fault touched.
+type brRun struct {
+	job     float64         // bits/s received by every host port
+	touched map[int]int     // host → its NIC ports (planes) the fault takes
+	planes  map[int]bool    // planes the fault's cables are in
+	fabric  int             // fabric (switch–switch) cables in the fault
+	targets []string        // the resolved cables
+	s       *faults.Summary // the drill's summary
+}
+
+// brWorkload is the drill workload of a fault's measurement.
+func brWorkload(name string, hosts int, size uint64) faults.Workload {
+	if name == "p2p" {
+		return faults.Workload{Pattern: "p2p", Src: 0, Dst: hosts - 1, Bytes: size}
+	}
+	return faults.Workload{Pattern: name, Bytes: size}
+}
+
+// brMeasure runs w on cfg under plan (nil: no fault) until to and returns
+// the rate every host port received in [from, to].
+func brMeasure(env *Env, cfg config.Config, plan *faults.Plan, w faults.Workload, from, to sim.Time, events *uint64) (*brRun, error) {
+	r := &brRun{touched: map[int]int{}, planes: map[int]bool{}}
+	var b0, b1 uint64
+	var done bool
+	var c *cluster.Cluster
+	rx := func() (n uint64) {
+		for _, hp := range c.Topo.HostPorts {
+			for _, p := range hp {
+				n += p.Counters.RxBytes
+			}
+		}
+		return n
+	}
+	s, err := faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: time.Duration(to) + time.Microsecond, Workload: w,
+		OnCluster: func(cl *cluster.Cluster) {
+			c = cl
+			env.Watch(cl)
+			cl.Loop.At(from, func() { b0 = rx() })
+			cl.Loop.At(to, func() { b1, done = rx(), true })
+		},
+		OnInjector: func(in *faults.Injector) {
+			if plan != nil && len(plan.Events) > 0 {
+				r.touch(c.Topo, in.Target(0))
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	*events += c.Loop.Executed()
+	if !done {
+		return nil, fmt.Errorf("the run ended at %v, before the window [%v, %v] closed", time.Duration(c.Loop.Now()), time.Duration(from), time.Duration(to))
+	}
+	if s.Completed > 0 {
+		return nil, fmt.Errorf("%d flows completed by %v: exp.bytes too small for the window", s.Completed, time.Duration(to))
+	}
+	r.job, r.s = float64(b1-b0)*8/(float64(to-from)/1e9), s
+	return r, nil
+}
+
+// touch records which host ports, planes and fabric cables t covers.
+func (r *brRun) touch(topo *fabric.Topology, t *faults.Target) {
+	hostOf := map[*fabric.Port][2]int{}
+	for h, hp := range topo.HostPorts {
+		for pl, p := range hp {
+			hostOf[p] = [2]int{h, pl}
+		}
+	}
+	for _, cb := range t.Cables {
+		r.targets = append(r.targets, cb.Name())
+		host := false
+		for _, p := range []*fabric.Port{cb.A, cb.B} {
+			if hp, ok := hostOf[p]; ok {
+				r.touched[hp[0]]++
+				r.planes[hp[1]] = true
+				host = true
+			} else if sw, ok := p.Owner.(*fabric.Switch); ok {
+				r.planes[sw.Plane] = true
+			}
+		}
+		if !host {
+			r.fabric++
+		}
+	}
+}
+
+// brIdeal is the share of w's throughput the fault's capacity is: every
+// flow keeps min(ports up at its source, at its destination)/planes of
+// the NIC, and with every host sending across T1 (shift, uplinks as
+// loaded as the NICs) a fabric cable between a T0 and a T1 costs
+// 1/(planes × T1s) (that T0's uplinks, and the downlinks into it).
+func brIdeal(r *brRun, w faults.Workload, hosts, planes, t1s int) float64 {
+	keep := func(src, dst int) float64 {
+		return float64(min(planes-r.touched[src], planes-r.touched[dst])) / float64(planes)
+	}
+	if w.Pattern == "p2p" {
+		return 1 - keep(w.Src, w.Dst)
+	}
+	var all float64
+	for s := 0; s < hosts; s++ {
+		all += keep(s, (s+hosts/2)%hosts)
+	}
+	return 1 - all/float64(hosts) + float64(r.fabric)/float64(planes*t1s)
+}
+
+type brCell struct {
+	topo      brTopo
+	fault     brFault
+	run, base *brRun
+	lost      float64 // the workload's throughput lost
+	ideal     float64
+}
+
+func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
+	topos, err := parseTopos(env.Params["topologies"])
+	if err != nil {
+		return nil, fmt.Errorf("exp.topologies: %w", err)
+	}
+	t1s, err := strconv.Atoi(env.Params["t1s"])
+	if err != nil || t1s < 8 {
+		return nil, fmt.Errorf("exp.t1s: want an integer ≥ 8 (a T0-side OSFP needs 8 hosts under a T0), got %q", env.Params["t1s"])
+	}
+	size, err := collectives.ParseBytes(env.Params["bytes"])
+	if err != nil {
+		return nil, fmt.Errorf("exp.bytes: %w", err)
+	}
+	ds, err := parseDurations(env.Params, "from", "to")
+	if err != nil {
+		return nil, err
+	}
+	from, to := sim.Time(ds[0]), sim.Time(ds[1])
+	if from >= to {
+		return nil, fmt.Errorf("exp.from must be before exp.to")
+	}
+	hosts := 2 * t1s
+	var logb bytes.Buffer
+	enc := json.NewEncoder(&logb)
+	enc.SetEscapeHTML(false)
+	res := &Results{Columns: []string{"topology", "fault", "kind", "selector", "workload", "cables", "hosts_touched", "ports_per_host", "planes_touched",
+		"gbps_before", "gbps_after", "lost", "lost_ideal", "qp_errors", "transport_outcome"}}
+	var cells []*brCell
+	point, points := 0, len(topos)*(len(brFaults)+2)
+	step := func(label string) {
+		env.Point(point, points, label)
+		point++
+	}
+	for _, tp := range topos {
+		cfg, err := override(env.Config, []string{"fabric.topology=clos", "fabric.preset=", fmt.Sprintf("fabric.planes=%d", tp.planes),
+			"fabric.hostLinkSpeed=" + tp.speed, "fabric.fabricLinkSpeed=" + tp.speed, "fabric.t0PerPlane=2",
+			fmt.Sprintf("fabric.t1PerPlane=%d", t1s), fmt.Sprintf("fabric.hostsPerT0=%d", t1s), fmt.Sprintf("fabric.hosts=%d", hosts)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", tp.name, err)
+		}
+		base := map[string]*brRun{}
+		for _, f := range brFaults {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			w := brWorkload(f.workload, hosts, size)
+			if base[f.workload] == nil {
+				step(tp.name + ", no fault, " + f.workload)
+				if base[f.workload], err = brMeasure(env, cfg, nil, w, from, to, &res.Events); err != nil {
+					return nil, fmt.Errorf("%s, %s, no fault: %w", tp.name, f.workload, err)
+				}
+			}
+			plan, err := faults.ParsePlan("blast-radius", []byte(fmt.Sprintf("events:\n  - {name: %q, at: 0, kind: %s, target: %q}\n", f.name, f.kind, f.target)))
+			if err != nil {
+				return nil, err
+			}
+			step(tp.name + ", " + f.name)
+			run, err := brMeasure(env, cfg, plan, w, from, to, &res.Events)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %s: %w", tp.name, f.name, err)
+			}
+			for _, e := range run.s.Entries {
+				if err := enc.Encode(brEntry{tp.name, f.name, e}); err != nil {
+					return nil, err
+				}
+			}
+			cell := &brCell{topo: tp, fault: f, run: run, base: base[f.workload], lost: 1 - run.job/base[f.workload].job, ideal: brIdeal(run, w, hosts, tp.planes, t1s)}
+			cells = append(cells, cell)
+			env.logf("blast-radius: %s: %s (%s): %.0f → %.0f Gb/s, lost %.2f%% (ideal %.2f%%)\n", tp.name, f.name, f.workload, cell.base.job/1e9, run.job/1e9, 100*cell.lost, 100*cell.ideal)
+		}
+	}
+	var tb bytes.Buffer
+	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "fabric\tfault\ttouches\tworkload\tGb/s\tlost\tideal\tQP errors\n")
+	plot := Plot{Name: "capacity_lost", Title: fmt.Sprintf("throughput lost per fault (%d hosts, %d T1s per plane)", hosts, t1s),
+		XLabel: "fault (workload: T0–T1 link: every host across T1; others: one flow from the touched host 0)", YLabel: "throughput lost (%)"}
+	for _, f := range brFaults {
+		plot.XLabels = append(plot.XLabels, f.name)
+	}
+	series := map[string]*Series{}
+	for _, c := range cells {
+		r := c.run
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f → %.0f\t%.2f%%\t%.2f%%\t%d\n", c.topo.name, c.fault.name, touches(r), c.fault.workload, c.base.job/1e9, r.job/1e9,
+			100*c.lost, 100*c.ideal, r.s.QPErrors)
+		res.Rows = append(res.Rows, []string{c.topo.name, c.fault.name, c.fault.kind, c.fault.target, c.fault.workload, strings.Join(r.targets, " "),
+			strconv.Itoa(len(r.touched)), portsPerHost(r.touched), strconv.Itoa(len(r.planes)), f4(c.base.job / 1e9), f4(r.job / 1e9),
+			f4(c.lost), f4(c.ideal), strconv.Itoa(r.s.QPErrors), r.s.TransportOutcome})
+		s := series[c.topo.name]
+		if s == nil {
+			s = &Series{Name: c.topo.name}
+			series[c.topo.name] = s
+		}
+		s.X, s.Y = append(s.X, float64(faultIndex(c.fault.name))), append(s.Y, 100*c.lost)
+	}
+	tw.Flush()
+	for _, tp := range topos {
+		if s := series[tp.name]; s != nil {
+			plot.Series = append(plot.Series, *s)
+		}
+	}
+	// The T0–T1 cable's share is too small to read on the same axis.
+	lp := Plot{Name: "t0_t1_link_lost", Title: "one T0–T1 cable down: job throughput lost (every host across T1)",
+		XLabel: "fabric", YLabel: "throughput lost (%)"}
+	meas, ideal := Series{Name: "measured"}, Series{Name: "capacity removed: 1/(planes × T1s)"}
+	for _, c := range cells {
+		if c.fault.name == brFaults[0].name {
+			x := float64(len(lp.XLabels))
+			lp.XLabels = append(lp.XLabels, c.topo.name)
+			meas.X, meas.Y = append(meas.X, x), append(meas.Y, 100*c.lost)
+			ideal.X, ideal.Y = append(ideal.X, x), append(ideal.Y, 100*c.ideal)
+		}
+	}
+	lp.Series = []Series{meas, ideal}
+	res.Table, res.Plots = tb.String(), []Plot{plot, lp}
+	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
+	res.Notes = fmt.Sprintf("Window %v–%v of virtual time; %d hosts (2 T0s × %d) and %d T1s per plane. "+
+		"shift: every host sends to the host n/2 away (under the other T0); p2p: host 0 → host %d. "+
+		"\"touches\" is what the fault's selector resolved to; events.jsonl is the faults recorder's log of every faulted run; QP errors are the faulted run's (the run stops at the window's end, so flows are cut short, not failed). "+
+		"The published setup: 8 × 100G planes with 32 T1s (1/256 = 0.39%%) against one 800G plane (1/32 = 3.1%%).",
+		time.Duration(from), time.Duration(to), hosts, t1s, t1s, hosts-1)
+	res.Checks = x.checks(cells, t1s)
+	return res, nil
+}
+
+// brEntry is a line of the event log: the faults recorder's entry, with
+// the fabric and the fault of the run it comes from.
+type brEntry struct {
+	Topology string `json:"topology"`
+	Run      string `json:"run"`
+	faults.Entry
+}
+
+// touches says what a fault took: nodes × ports and planes, or fabric cables.
+func touches(r *brRun) string {
+	if len(r.touched) == 0 {
+		return fmt.Sprintf("%d fabric cable%s in %d plane%s, no node", r.fabric, plural(r.fabric), len(r.planes), plural(len(r.planes)))
+	}
+	return fmt.Sprintf("%d node%s × %s, %d plane%s", len(r.touched), plural(len(r.touched)), portsPerHost(r.touched), len(r.planes), plural(len(r.planes)))
+}
+
+func faultIndex(name string) int {
+	for i, f := range brFaults {
+		if f.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// portsPerHost is "1 port" or "8 ports" when every touched host lost the
+// same number, else the sorted list.
+func portsPerHost(t map[int]int) string {
+	var ns []int
+	for _, n := range t {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	if len(ns) == 0 {
+		return "0 ports"
+	}
+	if ns[0] == ns[len(ns)-1] {
+		return fmt.Sprintf("%d port%s", ns[0], plural(ns[0]))
+	}
+	return fmt.Sprint(ns)
+}
+
+// checks compare with T8. Thresholds fixed before the first run: a
+// throughput share matches when it is within 1 percentage point of the
+// capacity the fault removes (the faults package's T8 test uses the same
+// band), and "far less with 8 planes" means at most half the one-plane
+// loss (the ideal ratio is 8).
+func (blastRadius) checks(cells []*brCell, t1s int) []Check {
+	get := func(topo, fault string) *brCell {
+		for _, c := range cells {
+			if c.topo.name == topo && c.fault.name == fault {
+				return c
+			}
+		}
+		return nil
+	}
+	near := func(c *brCell, want float64) bool { return math.Abs(c.lost-want) <= 0.01 }
+	var cs []Check
+	if a, b := get("8x100G", "T0–T1 link"), get("1x800G", "T0–T1 link"); a != nil && b != nil {
+		cs = append(cs, Check{Target: "T8", Claim: "one T0–T1 link costs 1/(planes × T1s) of the job's throughput (±1 pp), and with 8 × 100G planes at most half what it costs with one 800G plane",
+			Expected: fmt.Sprintf("≈0.4%% with 8 × 100G vs ≈3%% with one 800G plane (paper: 32 T1s; here %d T1s: %.2f%% vs %.2f%%)", t1s, 100*a.ideal, 100*b.ideal),
+			Measured: fmt.Sprintf("8×100G %.2f%%, 1×800G %.2f%%; QP errors %d, %d", 100*a.lost, 100*b.lost, a.run.s.QPErrors, b.run.s.QPErrors),
+			Pass:     near(a, a.ideal) && near(b, b.ideal) && a.lost <= b.lost/2})
+	}
+	if a, b := get("8x100G", "NIC port"), get("4x100G", "NIC port"); a != nil && b != nil {
+		cs = append(cs, Check{Target: "T8", Claim: "one NIC port lost costs its node 1/planes of its throughput (±1 pp)",
+			Expected: "12.5% with 8 planes, 25% with 4 planes",
+			Measured: fmt.Sprintf("8 planes: %s, −%.2f%%; 4 planes: %s, −%.2f%%", touches(a.run), 100*a.lost, touches(b.run), 100*b.lost),
+			Pass:     near(a, 0.125) && near(b, 0.25)})
+	}
+	if a := get("8x100G", "T0-side OSFP"); a != nil {
+		one := len(a.run.planes) == 1
+		for _, n := range a.run.touched {
+			one = one && n == 1
+		}
+		cs = append(cs, Check{Target: "T8", Claim: "a T0-side OSFP fault touches 8 nodes, one plane each; a touched node loses 1/planes (±1 pp)",
+			Expected: "8 nodes × 1 plane each",
+			Measured: fmt.Sprintf("%s; host 0 −%.2f%% (ideal %.2f%%)", touches(a.run), 100*a.lost, 100*a.ideal),
+			Pass:     len(a.run.touched) == 8 && one && near(a, 1.0/8)})
+	}
+	if a := get("8x100G", "NIC-side OSFP"); a != nil {
+		all := len(a.run.touched) == 1 && len(a.run.planes) == 8
+		for _, n := range a.run.touched {
+			all = all && n == 8
+		}
+		cs = append(cs, Check{Target: "T8", Claim: "a NIC-side OSFP fault touches every plane of one NIC: that node loses ≥ 99% of its throughput",
+			Expected: "all planes of one NIC",
+			Measured: fmt.Sprintf("%s; host 0 −%.2f%%; QP errors %d", touches(a.run), 100*a.lost, a.run.s.QPErrors),
+			Pass:     all && a.lost >= 0.99})
+	}
+	return cs
+}
