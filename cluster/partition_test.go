@@ -3,8 +3,12 @@ package cluster
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcluster/vcluster/config"
 )
@@ -232,5 +236,81 @@ func TestPartitionedRejects(t *testing.T) {
 	}
 	if _, err := NewPartitioned(cfg, 5, 1); err == nil {
 		t.Error("5 partitions of a k=4 fat-tree accepted")
+	}
+}
+
+// BenchmarkPartitionedPerm measures htsim's permutation scenario (k=8 by
+// default; VCLUSTER_PAR_K=16 for the full 1024 hosts, VCLUSTER_PAR_BYTES
+// for the flow size) on the classic loop and partitioned on 1 and 2
+// workers; the build is not timed. Parallel efficiency is the 1-worker
+// time over twice the 2-worker time.
+func BenchmarkPartitionedPerm(b *testing.B) {
+	k, size := 8, uint64(HtsimFlowBytes)
+	if v, err := strconv.Atoi(os.Getenv("VCLUSTER_PAR_K")); err == nil {
+		k = v
+	}
+	if v, err := strconv.ParseUint(os.Getenv("VCLUSTER_PAR_BYTES"), 10, 64); err == nil {
+		size = v
+	}
+	cfg := fatTreeCfg(b, k)
+	for _, pw := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {2, 2}} {
+		name := fmt.Sprintf("k%d/parts%d-workers%d", k, pw[0], pw[1])
+		if pw[0] == 0 {
+			name = fmt.Sprintf("k%d/classic", k)
+		}
+		b.Run(name, func(b *testing.B) {
+			var events uint64
+			var mean time.Duration
+			var balance float64
+			for range b.N {
+				b.StopTimer()
+				var c *Cluster
+				var err error
+				if pw[0] == 0 {
+					c, err = New(cfg, nil)
+				} else {
+					c, err = NewPartitioned(cfg, pw[0], pw[1])
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				perm := Derangement(cfg.Seed, len(c.Hosts))
+				var trs []*Transfer
+				for a, d := range perm {
+					ps, err := c.Connect(a, d)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(d, size, nil), size, size)
+					if err != nil {
+						b.Fatal(err)
+					}
+					trs = append(trs, tr)
+				}
+				runtime.GC()
+				b.StartTimer()
+				c.Run()
+				b.StopTimer()
+				events = c.Executed()
+				if par := c.Parallel(); par != nil {
+					balance = par.Balance(events)
+				}
+				var sum time.Duration
+				for _, tr := range trs {
+					if !tr.Done() {
+						b.Fatal("flow did not complete")
+					}
+					sum += time.Duration(tr.End - tr.Start)
+				}
+				mean = sum / time.Duration(len(trs))
+				c.Close()
+			}
+			b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+			b.ReportMetric(float64(events), "events")
+			b.ReportMetric(float64(mean.Microseconds()), "meanFCT-µs")
+			if balance > 0 {
+				b.ReportMetric(balance, "balance")
+			}
+		})
 	}
 }

@@ -67,12 +67,29 @@ type xframe struct {
 type cutLink struct {
 	src *partState
 	dst int
+	// due holds the arrival times of the frames in flight (from head on),
+	// so the sender keeps Counters.InFlightHW exactly as an uncut link
+	// does: arrivals run before ordinary events of their time, so a frame
+	// is in flight at a transmit at t while it is due after t.
+	due  []sim.Time
+	head int
 }
 
 // send queues a frame that arrives at at in the destination partition. The
 // frame leaves the sending pool's accounting; Deliver adopts it into the
 // receiving pool, where it is released.
 func (c *cutLink) send(l *Link, p *Packet, at sim.Time) {
+	now := l.loop.Now()
+	for c.head < len(c.due) && c.due[c.head] <= now {
+		c.head++
+	}
+	if c.head > 64 && 2*c.head >= len(c.due) {
+		c.due, c.head = c.due[:copy(c.due, c.due[c.head:])], 0
+	}
+	c.due = append(c.due, at)
+	if n := uint64(len(c.due) - c.head); n > l.Counters.InFlightHW {
+		l.Counters.InFlightHW = n
+	}
 	s := c.src
 	s.out[s.parity][c.dst] = append(s.out[s.parity][c.dst], xframe{l, p, at})
 	s.minSent = min(s.minSent, at)
@@ -232,9 +249,6 @@ func (pt *Partitioning) Deliver(p int, w uint64) {
 			}
 			l := x.l
 			l.inflight.push(x.p)
-			if uint64(l.inflight.n) > l.Counters.InFlightHW {
-				l.Counters.InFlightHW = uint64(l.inflight.n)
-			}
 			loop.ScheduleRanked(x.at, l, 0, l.rank)
 			(*box)[i] = xframe{}
 		}

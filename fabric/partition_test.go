@@ -150,6 +150,9 @@ func runPartitioned(t *testing.T, build func(*sim.Loop) (*Topology, error), part
 	if err := topo.WriteCountersCSV(&b); err != nil {
 		t.Fatal(err)
 	}
+	for _, l := range topo.Links {
+		fmt.Fprintf(&b, "%s %+v\n", l.Name, l.Counters)
+	}
 	r.csv = b.Bytes()
 	for _, g := range gens {
 		r.logs = append(r.logs, g.log)
@@ -173,7 +176,7 @@ func clos2(loop *sim.Loop) (*Topology, error) {
 func samePartRun(t *testing.T, name string, got, want partRun) {
 	t.Helper()
 	if !bytes.Equal(got.csv, want.csv) {
-		t.Errorf("%s: counters CSV differs", name)
+		t.Errorf("%s: port or link counters differ", name)
 	}
 	if !reflect.DeepEqual(got.logs, want.logs) {
 		for h := range got.logs {

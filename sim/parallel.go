@@ -31,6 +31,21 @@ const MaxTime = maxTime
 type ParallelStats struct {
 	Windows uint64 // synchronisation windows (one barrier each)
 	Workers int    // goroutines of the last run
+	// CriticalEvents sums, over windows, the most events one worker ran in
+	// the window: the run's critical path in events. Events run over
+	// Workers × CriticalEvents is the parallel efficiency the load balance
+	// allows (1 = perfectly even), whatever the machine; synchronisation
+	// costs come on top.
+	CriticalEvents uint64
+}
+
+// Balance returns the parallel efficiency the partitions' load balance
+// allows on the last run's workers: events / (workers × critical events).
+func (p *Parallel) Balance(events uint64) float64 {
+	if p.Stats.CriticalEvents == 0 || p.Stats.Workers == 0 {
+		return 0
+	}
+	return float64(events) / float64(uint64(p.Stats.Workers)*p.Stats.CriticalEvents)
 }
 
 // Parallel runs the partitions of one simulation — one Loop each — on
@@ -128,19 +143,21 @@ type barrier struct {
 	n       int
 	arrived int
 	min     Time
+	maxEv   uint64 // most events a worker ran in this window
 	gen     atomic.Uint64
 	next    Time // decision of the last completed round
 	stop    bool
-	decide  func(min Time) (next Time, stop bool)
+	decide  func(min Time, maxEv uint64) (next Time, stop bool)
 }
 
-func (b *barrier) arrive(m Time) (Time, bool) {
+func (b *barrier) arrive(m Time, events uint64) (Time, bool) {
 	b.mu.Lock()
 	b.min = min(b.min, m)
+	b.maxEv = max(b.maxEv, events)
 	b.arrived++
 	if b.arrived == b.n {
-		b.next, b.stop = b.decide(b.min)
-		b.arrived, b.min = 0, maxTime
+		b.next, b.stop = b.decide(b.min, b.maxEv)
+		b.arrived, b.min, b.maxEv = 0, maxTime, 0
 		b.gen.Add(1)
 		b.cond.Broadcast()
 		b.mu.Unlock()
@@ -180,8 +197,9 @@ func (p *Parallel) run(workers int, until Time, cond func() bool) {
 	}
 	b := &barrier{n: workers, min: maxTime}
 	b.cond = sync.NewCond(&b.mu)
-	b.decide = func(m Time) (Time, bool) {
+	b.decide = func(m Time, maxEv uint64) (Time, bool) {
 		p.Stats.Windows++
+		p.Stats.CriticalEvents += maxEv
 		for _, l := range p.Loops {
 			if l.stopped {
 				return 0, true
@@ -227,8 +245,10 @@ func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrie
 			end = until + 1
 		}
 		m := maxTime
+		var events uint64
 		for i := lo; i < hi; i++ {
 			l := p.Loops[i]
+			events -= l.executed
 			if p.X != nil {
 				if win > first {
 					p.X.Deliver(i, win-1)
@@ -236,6 +256,7 @@ func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrie
 				p.X.BeginWindow(i, win)
 			}
 			l.RunBefore(end)
+			events += l.executed
 			if bd, ok := l.NextBound(); ok {
 				m = min(m, bd)
 			}
@@ -244,7 +265,7 @@ func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrie
 			}
 		}
 		var stop bool
-		if t, stop = b.arrive(m); stop {
+		if t, stop = b.arrive(m, events); stop {
 			return win
 		}
 	}

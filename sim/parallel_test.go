@@ -144,6 +144,9 @@ func TestParallelMatchesSingleLoop(t *testing.T) {
 			if p.Stats.Windows == 0 {
 				t.Fatalf("no windows")
 			}
+			if b := p.Balance(p.Executed()); (workers == 1 && b != 1) || b <= 0.2 || b > 1 {
+				t.Fatalf("parts %d workers %d: balance %v", parts, workers, b)
+			}
 		}
 	}
 }
