@@ -105,10 +105,7 @@ func (pt *Port) flush(reason int) {
 	if pq := pt.pq; pq != nil {
 		for c := range pq.queues {
 			for pq.queues[c].n > 0 {
-				p := pq.pop(c)
-				if c != ClassControl && c != ClassTrimmed {
-					pt.bytes -= p.WireLen
-				}
+				p := pt.qpop(c)
 				if pt.acct != nil {
 					pt.acct.release(p)
 				}

@@ -114,35 +114,40 @@ const (
 // scheduler, serialization onto Tx) and the ingress side (frames from the
 // peer's link, PFC frames). A Device owns it.
 type Port struct {
-	Name       string
-	Index      int32 // index within the owning device
-	Owner      Device
-	Tx         *Link // outgoing direction of the cable
-	Peer       *Port // the other end
-	HostFacing bool  // a switch port facing a NIC (last hop)
-	MAC        [6]byte
-	Notify     TxReadyNotifier
+	// The fields are ordered by use: the first cache line holds what a
+	// NIC's engine reads on every send (link, peer, queued bytes), the next
+	// two what the forwarding path touches, then the counters.
 
-	Counters PortCounters
+	Tx       *Link      // outgoing direction of the cable
+	Peer     *Port      // the other end
+	bytes    int        // data-class bytes held against BufferBytes
+	hdrBytes int        // bytes in the control and trimmed classes
+	ctrl     packetFIFO // MAC control frames: sent before any class
+
+	cfg  *PortConfig
+	loop *sim.Loop
+	cur  *Packet
+	pq   *portQueues // nil until the port first needs its queues
+	rem  uint64
+	acct *IngressAccounting // the owning switch's PFC state; nil at NICs
+	wd   *watchdog
+	tap  *pcap.Writer
+
+	Owner      Device
+	Notify     TxReadyNotifier
+	busy       bool
+	HostFacing bool  // a switch port facing a NIC (last hop)
+	Index      int32 // index within the owning device
+	rng        sim.FastRand
+	pool       *Pool
 	// QCounters count each egress class. Until the port first queues a
 	// frame it points at a shared array of zeros (never written).
 	QCounters *[NumClasses]QueueCounters
 
-	cfg   *PortConfig
-	loop  *sim.Loop
-	pool  *Pool
-	rng   sim.FastRand
-	ctrl  packetFIFO // MAC control frames: sent before any class
-	bytes int        // data-class bytes held against BufferBytes
-	busy  bool
-	cur   *Packet
-	rem   uint64
-	acct  *IngressAccounting // the owning switch's PFC state; nil at NICs
-	pq    *portQueues        // nil until the port first needs its queues
-
-	wakeAt sim.Time
-	wd     *watchdog
-	tap    *pcap.Writer
+	Counters PortCounters
+	wakeAt   sim.Time
+	Name     string
+	MAC      [6]byte
 }
 
 // portQueues is the egress state a port needs only once traffic reaches
@@ -155,16 +160,31 @@ type portQueues struct {
 	mask        uint8 // bit c: queues[c] is not empty
 }
 
-func (q *portQueues) push(c uint8, p *Packet) {
+// qpush appends p to class c's queue (the port's queues exist) and
+// accounts its bytes.
+func (pt *Port) qpush(c uint8, p *Packet) {
+	q := pt.pq
 	q.queues[c].push(p)
 	q.mask |= 1 << c
+	if c == ClassControl || c == ClassTrimmed {
+		pt.hdrBytes += p.WireLen
+	} else {
+		pt.bytes += p.WireLen
+	}
 }
 
-func (q *portQueues) pop(c int) *Packet {
+// qpop removes the head of class c's non-empty queue and un-accounts it.
+func (pt *Port) qpop(c int) *Packet {
+	q := pt.pq
 	f := &q.queues[c]
 	p := f.pop()
 	if f.n == 0 {
 		q.mask &^= 1 << c
+	}
+	if c == ClassControl || c == ClassTrimmed {
+		pt.hdrBytes -= p.WireLen
+	} else {
+		pt.bytes -= p.WireLen
 	}
 	return p
 }
@@ -197,11 +217,7 @@ func (pt *Port) Tap(w *pcap.Writer) { pt.tap = w }
 
 // QueuedBytes returns the bytes waiting in all classes (not the one on the wire).
 func (pt *Port) QueuedBytes() int {
-	n := pt.ctrl.bytes
-	if q := pt.pq; q != nil {
-		n += pt.bytes + q.queues[ClassControl].bytes + q.queues[ClassTrimmed].bytes
-	}
-	return n
+	return pt.ctrl.bytes + pt.bytes + pt.hdrBytes
 }
 
 // ClassBytes returns the bytes waiting in class c.
@@ -281,17 +297,14 @@ func (pt *Port) Enqueue(p *Packet) {
 			pq.qc[c].ECNMarks++
 		}
 	}
-	if c != ClassControl && c != ClassTrimmed {
-		pt.bytes += p.WireLen
-	}
 	p.EnqAt = pt.loop.Now()
-	pq.push(c, p)
+	pt.qpush(c, p)
 	qc := &pq.qc[c]
 	qc.EnqPackets++
 	if b := pq.queues[c].bytes; b > qc.MaxBytes {
 		qc.MaxBytes = b
 	}
-	if tot := pt.bytes + pq.queues[ClassControl].bytes + pq.queues[ClassTrimmed].bytes; tot > pt.Counters.MaxQueueBytes {
+	if tot := pt.bytes + pt.hdrBytes; tot > pt.Counters.MaxQueueBytes {
 		pt.Counters.MaxQueueBytes = tot
 	}
 	if !pt.busy {
@@ -372,10 +385,7 @@ func (pt *Port) startNext() {
 				}
 				continue
 			}
-			p = pq.pop(c)
-			if c != ClassControl && c != ClassTrimmed {
-				pt.bytes -= p.WireLen
-			}
+			p = pt.qpop(c)
 			qc := &pq.qc[c]
 			qc.TxPackets++
 			qc.TxBytes += uint64(p.WireLen)
