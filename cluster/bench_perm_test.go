@@ -3,6 +3,8 @@ package cluster
 import (
 	"testing"
 	"time"
+
+	"github.com/vcluster/vcluster/config"
 )
 
 // TestFatTreePermutation runs htsim's permutation scenario scaled down
@@ -70,5 +72,55 @@ func TestFatTreePermutation(t *testing.T) {
 					time.Duration(a.SimTime), time.Duration(b.SimTime))
 			}
 		}
+	}
+}
+
+// TestClusterBScaledDown runs the clusterB benchmark's workload on cluster
+// B's settings at a small shape: the permutation takes perT0 hosts of every
+// T0, every flow completes, and hosts without netstack carry RDMA.
+func TestClusterBScaledDown(t *testing.T) {
+	sets := append(ClusterBSets(), "fabric.hostsPerT0=8", "fabric.t0PerPlane=4", "fabric.t1PerPlane=4", "fabric.hosts=32")
+	cfg, err := config.Load("", sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Hosts[0].Stack != nil {
+		t.Fatal("host.netstack=false built a netstack")
+	}
+	perm := c.SpreadPermutation(cfg.Seed, 2)
+	flows := 0
+	for a, b := range perm {
+		_, ia := c.Topo.HostSubnet(a)
+		_, ib := c.Topo.HostSubnet(b)
+		switch {
+		case a == b && ia < 2:
+			t.Errorf("host %d (index %d under its T0) has no flow", a, ia)
+		case a != b && (ia >= 2 || ib >= 2):
+			t.Errorf("flow %d→%d involves a host beyond the first 2 of its T0", a, b)
+		case a != b:
+			flows++
+		}
+	}
+	if flows != 8 {
+		t.Fatalf("%d flows, want 8 (2 hosts × 4 T0s)", flows)
+	}
+	const size = 1 << 20
+	r, err := c.RunPermutation(perm, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Flows {
+		if f.Bytes != size || f.Placed != size {
+			t.Errorf("flow %d→%d: %d bytes completed, %d placed", f.Src, f.Dst, f.Bytes, f.Placed)
+		}
+	}
+	// 8 planes: 256 packets of 4 KiB each cross 2 or 4 links; SACKs come back.
+	if r.PacketHops < 8*256*2 {
+		t.Errorf("%d packet-hops for %d flows", r.PacketHops, len(r.Flows))
 	}
 }

@@ -182,7 +182,7 @@ func New(cfg Config, mem *verbs.Memory, qpn uint32, seed uint64) *QP {
 	q.rng = rand.New(rand.NewPCG(seed, uint64(qpn)^0x6d7263))
 	q.evs.init(&q.cfg, q.rng)
 	q.cc.init(ResolveNSCC(&q.cfg), cfg.DisableCC)
-	q.ctrl = make([]ctrlEnt, cfg.CtrlQueue)
+	q.ctrl = make([]ctrlEnt, min(16, cfg.CtrlQueue)) // grows to CtrlQueue on demand
 	return q
 }
 
@@ -434,8 +434,16 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 
 func (q *QP) pushCtrl(e ctrlEnt) {
 	if q.ctrlN == len(q.ctrl) {
-		q.ms.CtrlDropped++
-		return
+		if len(q.ctrl) >= q.cfg.CtrlQueue {
+			q.ms.CtrlDropped++
+			return
+		}
+		// Double the ring, unrolling it so the head is at 0.
+		grown := make([]ctrlEnt, 2*len(q.ctrl))
+		for i := 0; i < q.ctrlN; i++ {
+			grown[i] = q.ctrl[(q.ctrlHead+i)&(len(q.ctrl)-1)]
+		}
+		q.ctrl, q.ctrlHead = grown, 0
 	}
 	q.ctrl[(q.ctrlHead+q.ctrlN)&(len(q.ctrl)-1)] = e
 	q.ctrlN++
