@@ -142,7 +142,10 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 		pt.parts = append(pt.parts, ps)
 	}
 	of := func(group int) int { return group * parts / groups }
-	owner := map[*Port]int{}
+	index := map[*sim.Loop]int{}
+	for p, l := range pt.Loops {
+		index[l] = p
+	}
 	for i, s := range t.Switches {
 		var p int
 		switch {
@@ -161,7 +164,6 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 		}
 		for _, port := range s.Ports {
 			port.loop, port.pool = pt.Loops[p], pt.Pools[p]
-			owner[port] = p
 		}
 	}
 	for h, hp := range t.HostPorts {
@@ -173,7 +175,6 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 		pt.HostPart[h] = p
 		for _, port := range hp {
 			port.loop, port.pool = pt.Loops[p], pt.Pools[p]
-			owner[port] = p
 		}
 	}
 	// The lookahead is the least delay of the links a partitioning may cut
@@ -198,7 +199,7 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 			}
 			pt.Lookahead = min(pt.Lookahead, sim.Time(l.Delay))
 		}
-		s, d := owner[l.src], owner[l.dst]
+		s, d := index[l.src.loop], index[l.dst.loop]
 		l.loop = pt.Loops[s]
 		if s == d {
 			continue
