@@ -170,6 +170,30 @@ func TestPartitionedClosPermutation(t *testing.T) {
 	}
 }
 
+// TestPartitionedRoCEPFC: RoCE (DCQCN) over a lossless class on a k=4
+// fat-tree with ECMP, PFC pauses crossing partitions, is identical too.
+func TestPartitionedRoCEPFC(t *testing.T) {
+	cfg, err := config.Load("", []string{"fabric.topology=fattree", "fabric.k=4", "fabric.forwarding=ecmp",
+		"fabric.queue.pfc.enabled=true", "fabric.queue.pfc.xoffBytes=20000", "fabric.queue.pfc.xonBytes=10000",
+		"transport.kind=roce", "transport.payload=elided", "transport.qpsPerConnection=1", "host.netstack=false", "seed=9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := runPartPerm(t, cfg, 1, 1, 300_000)
+	pauses := 0
+	for _, l := range strings.Split(string(ref.counters), "\n")[1:] {
+		if f := strings.Split(l, ","); len(f) > 16 && f[15] != "0" {
+			pauses++
+		}
+	}
+	if pauses == 0 {
+		t.Fatal("no PFC pause sent: the test does not exercise PFC")
+	}
+	for _, pw := range [][2]int{{2, 2}, {4, 2}} {
+		sameResult(t, fmt.Sprintf("parts %d workers %d", pw[0], pw[1]), runPartPerm(t, cfg, pw[0], pw[1], 300_000), ref)
+	}
+}
+
 // TestPartitionedRunWhileStopsAtWindow: RunWhile stops at the same window
 // boundary whatever the partitioning, so even a cut-short run compares
 // byte for byte.
