@@ -266,8 +266,9 @@ func TestPartitionedRejects(t *testing.T) {
 // BenchmarkPartitionedPerm measures htsim's permutation scenario (k=8 by
 // default; VCLUSTER_PAR_K=16 for the full 1024 hosts, VCLUSTER_PAR_BYTES
 // for the flow size) on the classic loop and partitioned on 1 and 2
-// workers; the build is not timed. Parallel efficiency is the 1-worker
-// time over twice the 2-worker time.
+// workers, cut in 2 and in k partitions (one per pod); the build is not
+// timed. Parallel efficiency is the 1-worker time over twice the 2-worker
+// time.
 func BenchmarkPartitionedPerm(b *testing.B) {
 	k, size := 8, uint64(HtsimFlowBytes)
 	if v, err := strconv.Atoi(os.Getenv("VCLUSTER_PAR_K")); err == nil {
@@ -277,7 +278,7 @@ func BenchmarkPartitionedPerm(b *testing.B) {
 		size = v
 	}
 	cfg := fatTreeCfg(b, k)
-	for _, pw := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {2, 2}} {
+	for _, pw := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {2, 2}, {k, 1}, {k, 2}} {
 		name := fmt.Sprintf("k%d/parts%d-workers%d", k, pw[0], pw[1])
 		if pw[0] == 0 {
 			name = fmt.Sprintf("k%d/classic", k)

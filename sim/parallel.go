@@ -34,8 +34,9 @@ type ParallelStats struct {
 	// CriticalEvents sums, over windows, the most events one worker ran in
 	// the window: the run's critical path in events. Events run over
 	// Workers × CriticalEvents is the parallel efficiency the load balance
-	// allows (1 = perfectly even), whatever the machine; synchronisation
-	// costs come on top.
+	// allowed (1 = perfectly even); synchronisation costs come on top.
+	// A worker that finishes its share takes partitions nobody started, so
+	// this depends on scheduling (results never do).
 	CriticalEvents uint64
 }
 
@@ -211,15 +212,21 @@ func (p *Parallel) run(workers int, until Time, cond func() bool) {
 		return m, false
 	}
 	first := p.window
+	// claimed[i] is one more than the last window partition i was claimed
+	// for (window numbers start at first, so every partition is free).
+	claimed := make([]atomic.Uint64, n)
+	for i := range claimed {
+		claimed[i].Store(first)
+	}
 	var wg sync.WaitGroup
 	for w := 1; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			p.worker(w, workers, first, start, until, b)
+			p.worker(w, workers, first, start, until, b, claimed)
 		}(w)
 	}
-	last := p.worker(0, workers, first, start, until, b)
+	last := p.worker(0, workers, first, start, until, b, claimed)
 	wg.Wait()
 	p.window = last + 1
 	// Hand over what the last window sent, so that every frame is in some
@@ -231,11 +238,16 @@ func (p *Parallel) run(workers int, until Time, cond func() bool) {
 	}
 }
 
-// worker runs partitions [w·n/W, (w+1)·n/W) window after window, starting
-// with window number first at time t; it returns the last window's number.
-func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrier) uint64 {
+// worker runs window after window, starting with window number first at
+// time t, and returns the last window's number. Worker w of W first runs
+// its own share of the partitions ([w·n/W, (w+1)·n/W), so a partition
+// tends to stay on one core), then takes any partition nobody claimed yet:
+// a worker the operating system holds back delays the window by at most
+// the partition it is running. Which worker runs a partition never changes
+// what the partition does.
+func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrier, claimed []atomic.Uint64) uint64 {
 	n := len(p.Loops)
-	lo, hi := w*n/workers, (w+1)*n/workers
+	lo := w * n / workers
 	for win := first; ; win++ {
 		end := t + p.Lookahead // run the events before end
 		if end < t {
@@ -246,7 +258,12 @@ func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrie
 		}
 		m := maxTime
 		var events uint64
-		for i := lo; i < hi; i++ {
+		for j := 0; j < n; j++ {
+			i := (lo + j) % n
+			c := &claimed[i]
+			if old := c.Load(); old > win || !c.CompareAndSwap(old, win+1) {
+				continue // another worker runs it in this window
+			}
 			l := p.Loops[i]
 			events -= l.executed
 			if p.X != nil {
