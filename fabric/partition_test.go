@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,6 +238,36 @@ func TestUnrankedSingleLoopDiffers(t *testing.T) {
 	a := runPartitioned(t, fatTree4, 0, 1, 60)
 	b := runPartitioned(t, fatTree4, 1, 1, 60)
 	t.Logf("classic vs ranked single loop: counters equal %v, arrival logs equal %v", bytes.Equal(a.csv, b.csv), reflect.DeepEqual(a.logs, b.logs))
+}
+
+// TestPartitionShape: a k=4 fat-tree in two partitions keeps pods whole,
+// cuts only core links (half of them: cores alternate between
+// partitions), and has the core links' delay as lookahead.
+func TestPartitionShape(t *testing.T) {
+	topo, err := fatTree4(sim.NewLoop(sim.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := Partition(topo, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pt.Cut) != 16 || pt.Lookahead != sim.Time(time.Microsecond) {
+		t.Fatalf("%d cut links, lookahead %d", len(pt.Cut), pt.Lookahead)
+	}
+	for _, l := range pt.Cut {
+		if !strings.Contains(l.Name, "core") {
+			t.Fatalf("cut %s", l.Name)
+		}
+	}
+	for h, p := range pt.HostPart {
+		if want := h / 8; p != want {
+			t.Fatalf("host %d in partition %d, want %d", h, p, want)
+		}
+	}
+	if pt.Views[1].Loop != pt.Loops[1] || pt.Views[1].Pool != pt.Pools[1] || pt.Views[0] != topo {
+		t.Fatal("views do not carry their partition's loop and pool")
+	}
 }
 
 func TestPartitionRejects(t *testing.T) {
