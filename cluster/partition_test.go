@@ -278,7 +278,7 @@ func BenchmarkPartitionedPerm(b *testing.B) {
 		size = v
 	}
 	cfg := fatTreeCfg(b, k)
-	for _, pw := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {2, 2}, {k, 1}, {k, 2}} {
+	for _, pw := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {2, 2}, {k, 1}, {k, 2}, {k / 2, 1}, {k / 2, 2}} {
 		name := fmt.Sprintf("k%d/parts%d-workers%d", k, pw[0], pw[1])
 		if pw[0] == 0 {
 			name = fmt.Sprintf("k%d/classic", k)
@@ -287,6 +287,7 @@ func BenchmarkPartitionedPerm(b *testing.B) {
 			var events uint64
 			var mean time.Duration
 			var balance float64
+			var windows, cross uint64
 			for range b.N {
 				b.StopTimer()
 				var c *Cluster
@@ -318,7 +319,8 @@ func BenchmarkPartitionedPerm(b *testing.B) {
 				b.StopTimer()
 				events = c.Executed()
 				if par := c.Parallel(); par != nil {
-					balance = par.Balance(events)
+					balance, windows = par.Balance(events), par.Stats.Windows
+					cross = c.Partitioning().CrossFrames()
 				}
 				var sum time.Duration
 				for _, tr := range trs {
@@ -335,6 +337,8 @@ func BenchmarkPartitionedPerm(b *testing.B) {
 			b.ReportMetric(float64(mean.Microseconds()), "meanFCT-µs")
 			if balance > 0 {
 				b.ReportMetric(balance, "balance")
+				b.ReportMetric(float64(windows), "windows")
+				b.ReportMetric(float64(cross), "crossframes")
 			}
 		})
 	}

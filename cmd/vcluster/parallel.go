@@ -31,13 +31,16 @@ func rejectParallel(n int, what string) error {
 }
 
 // parallelCluster builds the cluster for --parallel n: cluster.New for 0,
-// otherwise the partitioned cluster with min(n, pods or T0s) partitions
-// on n workers.
+// otherwise the partitioned cluster on n workers with 4n partitions (at
+// most one per pod or T0): results do not depend on the count, and
+// smaller partitions run faster even on one worker (smaller event queues)
+// and let a worker take over the partitions of one the machine holds
+// back.
 func parallelCluster(cfg config.Config, n int) (*cluster.Cluster, error) {
 	if n <= 0 {
 		return cluster.New(cfg, nil)
 	}
-	c, err := cluster.NewPartitioned(cfg, min(n, cluster.MaxPartitions(cfg)), n)
+	c, err := cluster.NewPartitioned(cfg, min(4*n, cluster.MaxPartitions(cfg)), n)
 	if err != nil {
 		return nil, usageError(err)
 	}
