@@ -246,7 +246,16 @@ func (pt *Port) q() *portQueues {
 
 // NewPort returns a port using cfg (shared, not copied).
 func NewPort(loop *sim.Loop, pool *Pool, name string, cfg *PortConfig) *Port {
-	return &Port{Name: name, cfg: cfg, loop: loop, pool: pool, rng: sim.NewFastRand(loop.Seed(), "port/"+name), QCounters: &idleQueueCounters}
+	pt := &Port{}
+	pt.init(loop, pool, name, cfg)
+	return pt
+}
+
+// init sets up a zero port in place (NewPort, or a switch's port slab).
+func (pt *Port) init(loop *sim.Loop, pool *Pool, name string, cfg *PortConfig) {
+	pt.Name, pt.cfg, pt.loop, pt.pool = name, cfg, loop, pool
+	pt.rng = sim.NewFastRand(loop.Seed(), "port/"+name)
+	pt.QCounters = &idleQueueCounters
 }
 
 // Config returns the port's configuration.

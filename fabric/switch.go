@@ -70,6 +70,7 @@ type Switch struct {
 	subnetGroup []int32 // subnet → index into groups; -1: no route
 	groups      [][]int32
 	usidPorts   [4][]int32 // uSID type, index → port; -1: none
+	slab        []Port     // the ports Ports points at, in one allocation
 	acct        *IngressAccounting
 
 	down     bool
@@ -124,7 +125,7 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 		return
 	}
 	p.Data[offIPv6+7]--
-	op := s.Ports[out]
+	op := &s.slab[out] // = s.Ports[out]
 	if s.acct != nil {
 		c := op.classOf(p)
 		p.Class = c

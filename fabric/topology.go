@@ -125,10 +125,15 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 	s := &Switch{Name: name, ID: len(t.Switches) + 1, Tier: tier, Plane: plane, Index: index, mode: o.Mode,
 		seed: sim.Hash64(o.ECMPSeed, uint64(len(t.Switches)+1)), localSubnet: -1,
 		USID: USID(plane, usidType, index)}
-	for i := 0; i < nports; i++ {
-		p := NewPort(t.Loop, t.Pool, fmt.Sprintf("%s/%d", name, i), o.FabricPort)
+	// One allocation for all of the switch's ports: forwarding finds the
+	// egress port by address arithmetic instead of loading a pointer.
+	s.slab = make([]Port, nports)
+	s.Ports = make([]*Port, nports)
+	for i := range s.slab {
+		p := &s.slab[i]
+		p.init(t.Loop, t.Pool, fmt.Sprintf("%s/%d", name, i), o.FabricPort)
 		p.Owner, p.Index, p.MAC = s, int32(i), MAC(s.ID, i)
-		s.Ports = append(s.Ports, p)
+		s.Ports[i] = p
 	}
 	for i := range s.usidPorts {
 		s.usidPorts[i] = nil
