@@ -105,7 +105,7 @@ func (pt *Port) flush(reason int) {
 	if pq := pt.pq; pq != nil {
 		for c := range pq.queues {
 			for pq.queues[c].n > 0 {
-				p, _ := pt.qpop(c)
+				p := pt.qpop(c)
 				if pt.acct != nil {
 					pt.acct.release(p)
 				}

@@ -203,7 +203,7 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 	pq.pausedUntil[c] = 0
 	if w.action == WatchdogDrop {
 		for pq.queues[c].n > 0 {
-			p, _ := pt.qpop(int(c))
+			p := pt.qpop(int(c))
 			if pt.acct != nil {
 				pt.acct.release(p)
 			}

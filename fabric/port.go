@@ -124,15 +124,14 @@ type Port struct {
 	hdrBytes int        // bytes in the control and trimmed classes
 	ctrl     packetFIFO // MAC control frames: sent before any class
 
-	cfg    *PortConfig
-	loop   *sim.Loop
-	cur    *Packet
-	pq     *portQueues // nil until the port first needs its queues
-	rem    uint64
-	curLen int                // wire length of cur
-	acct   *IngressAccounting // the owning switch's PFC state; nil at NICs
-	wd     *watchdog
-	tap    *pcap.Writer
+	cfg  *PortConfig
+	loop *sim.Loop
+	cur  *Packet
+	pq   *portQueues // nil until the port first needs its queues
+	rem  uint64
+	acct *IngressAccounting // the owning switch's PFC state; nil at NICs
+	wd   *watchdog
+	tap  *pcap.Writer
 
 	Owner      Device
 	Notify     TxReadyNotifier
@@ -155,51 +154,10 @@ type Port struct {
 // it: allocated on first use, so a million-port fabric whose ports mostly
 // idle stays small (a port is ~0.4 KiB without it, ~1.1 KiB with it).
 type portQueues struct {
-	queues      [NumClasses]pktRing
+	queues      [NumClasses]packetFIFO
 	qc          [NumClasses]QueueCounters
 	pausedUntil [NumClasses]sim.Time
 	mask        uint8 // bit c: queues[c] is not empty
-}
-
-// pktRing is a class queue: a ring of packet pointers with their wire
-// lengths, so serving a queue touches neither the packet nor a link in
-// it (the packet is likely out of cache by then). It grows by doubling
-// and never shrinks.
-type pktRing struct {
-	buf   []ringEnt
-	head  int32
-	n     int32
-	bytes int
-}
-
-type ringEnt struct {
-	p  *Packet
-	wl int
-}
-
-func (r *pktRing) push(p *Packet) {
-	if int(r.n) == len(r.buf) {
-		nb := make([]ringEnt, max(8, 2*len(r.buf)))
-		for i := 0; i < int(r.n); i++ {
-			nb[i] = r.buf[(int(r.head)+i)&(len(r.buf)-1)]
-		}
-		r.buf, r.head = nb, 0
-	}
-	r.buf[(int(r.head)+int(r.n))&(len(r.buf)-1)] = ringEnt{p, p.WireLen}
-	r.n++
-	r.bytes += p.WireLen
-}
-
-// pop removes the oldest packet (the ring is not empty) and returns it
-// with its wire length.
-func (r *pktRing) pop() (*Packet, int) {
-	e := &r.buf[r.head]
-	p, wl := e.p, e.wl
-	e.p = nil
-	r.head = (r.head + 1) & int32(len(r.buf)-1)
-	r.n--
-	r.bytes -= wl
-	return p, wl
 }
 
 // qpush appends p to class c's queue (the port's queues exist) and
@@ -215,21 +173,20 @@ func (pt *Port) qpush(c uint8, p *Packet) {
 	}
 }
 
-// qpop removes the head of class c's non-empty queue, un-accounts it and
-// returns it with its wire length.
-func (pt *Port) qpop(c int) (*Packet, int) {
+// qpop removes the head of class c's non-empty queue and un-accounts it.
+func (pt *Port) qpop(c int) *Packet {
 	q := pt.pq
 	f := &q.queues[c]
-	p, wl := f.pop()
+	p := f.pop()
 	if f.n == 0 {
 		q.mask &^= 1 << c
 	}
 	if c == ClassControl || c == ClassTrimmed {
-		pt.hdrBytes -= wl
+		pt.hdrBytes -= p.WireLen
 	} else {
-		pt.bytes -= wl
+		pt.bytes -= p.WireLen
 	}
-	return p, wl
+	return p
 }
 
 // idleQueueCounters is what QCounters shows before a port's first frame.
@@ -421,11 +378,8 @@ func (pt *Port) trim(p *Packet) {
 
 func (pt *Port) startNext() {
 	now := pt.loop.Now()
-	var wl int
 	p := pt.ctrl.pop()
-	if p != nil {
-		wl = p.WireLen
-	} else {
+	if p == nil {
 		pq := pt.pq
 		if pq == nil || pq.mask == 0 {
 			return
@@ -440,10 +394,10 @@ func (pt *Port) startNext() {
 				}
 				continue
 			}
-			p, wl = pt.qpop(c)
+			p = pt.qpop(c)
 			qc := &pq.qc[c]
 			qc.TxPackets++
-			qc.TxBytes += uint64(wl)
+			qc.TxBytes += uint64(p.WireLen)
 			if pt.acct != nil {
 				pt.acct.release(p)
 			}
@@ -458,11 +412,11 @@ func (pt *Port) startNext() {
 		}
 	}
 	pt.busy = true
-	pt.cur, pt.curLen = p, wl
+	pt.cur = p
 	if pt.tap != nil {
-		pt.tap.WritePacket(int64(now), p.Data, wl-FCSLen)
+		pt.tap.WritePacket(int64(now), p.Data, p.WireLen-FCSLen)
 	}
-	t := serializationTime(wl+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
+	t := serializationTime(p.WireLen+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
 	pt.loop.Schedule(now+t, pt, evTxDone)
 }
 
@@ -473,7 +427,7 @@ func (pt *Port) OnEvent(arg uint64) {
 		p := pt.cur
 		pt.cur, pt.busy = nil, false
 		pt.Counters.TxPackets++
-		pt.Counters.TxBytes += uint64(pt.curLen)
+		pt.Counters.TxBytes += uint64(p.WireLen)
 		pt.Tx.transmit(p)
 		pt.startNext()
 		if !pt.busy {
