@@ -103,8 +103,8 @@ func (s *Switch) BlackHole(sid uint16, fraction float64) {
 // flush drops every frame waiting in the port (not the one on the wire).
 func (pt *Port) flush(reason int) {
 	if pq := pt.pq; pq != nil {
-		for c := range pq.queues {
-			for pq.queues[c].n > 0 {
+		for c := range pt.queues {
+			for pt.queues[c].n > 0 {
 				p := pt.qpop(c)
 				if pt.acct != nil {
 					pt.acct.release(p)

@@ -60,6 +60,7 @@ func (pt *Port) pause(c uint8, quanta uint16) {
 	if quanta == 0 {
 		pt.Counters.ResumeRx++
 		pt.q().pausedUntil[c] = 0
+		pt.paused &^= 1 << c
 		if !pt.busy {
 			pt.startNext()
 		}
@@ -76,6 +77,7 @@ func (pt *Port) pause(c uint8, quanta uint16) {
 	// quanta × 512 bit times at this port's rate.
 	var rem uint64
 	pt.q().pausedUntil[c] = now + serializationTime(int(quanta)*64, pt.Tx.Rate, &rem)
+	pt.paused |= 1 << c
 }
 
 // IngressAccounting is a switch's PFC state: bytes held in the switch per
@@ -186,7 +188,7 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 	}
 	w.armed &^= 1 << c
 	pq := pt.q()
-	stuck := now < pq.pausedUntil[c] && pq.queues[c].n > 0 && pq.qc[c].TxPackets == w.txSnap[c]
+	stuck := now < pq.pausedUntil[c] && pt.queues[c].n > 0 && pq.qc[c].TxPackets == w.txSnap[c]
 	if !stuck {
 		if now < pq.pausedUntil[c] { // still paused but moving: keep watching
 			w.armed |= 1 << c
@@ -201,8 +203,9 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 		return
 	}
 	pq.pausedUntil[c] = 0
+	pt.paused &^= 1 << c
 	if w.action == WatchdogDrop {
-		for pq.queues[c].n > 0 {
+		for pt.queues[c].n > 0 {
 			p := pt.qpop(int(c))
 			if pt.acct != nil {
 				pt.acct.release(p)

@@ -127,11 +127,16 @@ type Port struct {
 	cfg  *PortConfig
 	loop *sim.Loop
 	cur  *Packet
-	pq   *portQueues // nil until the port first needs its queues
-	rem  uint64
-	acct *IngressAccounting // the owning switch's PFC state; nil at NICs
-	wd   *watchdog
-	tap  *pcap.Writer
+	pq   *portQueues // counters and pause state: nil until first needed
+	// queues are the class queues; qmask bit c: queues[c] is not empty;
+	// paused bit c: pq.pausedUntil[c] was set (it may have passed).
+	queues [NumClasses]packetFIFO
+	qmask  uint8
+	paused uint8
+	rem    uint64
+	acct   *IngressAccounting // the owning switch's PFC state; nil at NICs
+	wd     *watchdog
+	tap    *pcap.Writer
 
 	Owner      Device
 	Notify     TxReadyNotifier
@@ -154,18 +159,15 @@ type Port struct {
 // it: allocated on first use, so a million-port fabric whose ports mostly
 // idle stays small (a port is ~0.4 KiB without it, ~1.1 KiB with it).
 type portQueues struct {
-	queues      [NumClasses]packetFIFO
 	qc          [NumClasses]QueueCounters
 	pausedUntil [NumClasses]sim.Time
-	mask        uint8 // bit c: queues[c] is not empty
 }
 
 // qpush appends p to class c's queue (the port's queues exist) and
 // accounts its bytes.
 func (pt *Port) qpush(c uint8, p *Packet) {
-	q := pt.pq
-	q.queues[c].push(p)
-	q.mask |= 1 << c
+	pt.queues[c].push(p)
+	pt.qmask |= 1 << c
 	if c == ClassControl || c == ClassTrimmed {
 		pt.hdrBytes += p.WireLen
 	} else {
@@ -175,11 +177,10 @@ func (pt *Port) qpush(c uint8, p *Packet) {
 
 // qpop removes the head of class c's non-empty queue and un-accounts it.
 func (pt *Port) qpop(c int) *Packet {
-	q := pt.pq
-	f := &q.queues[c]
+	f := &pt.queues[c]
 	p := f.pop()
 	if f.n == 0 {
-		q.mask &^= 1 << c
+		pt.qmask &^= 1 << c
 	}
 	if c == ClassControl || c == ClassTrimmed {
 		pt.hdrBytes -= p.WireLen
@@ -231,17 +232,16 @@ func (pt *Port) QueuedBytes() int {
 
 // ClassBytes returns the bytes waiting in class c.
 func (pt *Port) ClassBytes(c int) int {
-	if pt.pq == nil {
-		return 0
-	}
-	return pt.pq.queues[c].bytes
+	return pt.queues[c].bytes
 }
 
 // Busy reports whether a frame is being serialized.
 func (pt *Port) Busy() bool { return pt.busy }
 
 // Paused reports whether class c is paused by PFC now.
-func (pt *Port) Paused(c int) bool { return pt.pq != nil && pt.loop.Now() < pt.pq.pausedUntil[c] }
+func (pt *Port) Paused(c int) bool {
+	return pt.paused&(1<<c) != 0 && pt.loop.Now() < pt.pq.pausedUntil[c]
+}
 
 func (pt *Port) drop(p *Packet, reason int) {
 	pt.Counters.Drops[reason]++
@@ -276,7 +276,7 @@ func (pt *Port) Enqueue(p *Packet) {
 	case c == ClassControl || c == ClassTrimmed:
 		// Control and trimmed headers have their own bound, outside the
 		// shared data buffer.
-		if pq.queues[c].bytes+p.WireLen > cfg.Trim.QueueBytes {
+		if pt.queues[c].bytes+p.WireLen > cfg.Trim.QueueBytes {
 			pq.qc[c].Drops++
 			pt.drop(p, DropTrimQueue)
 			return
@@ -294,13 +294,13 @@ func (pt *Port) Enqueue(p *Packet) {
 		pt.Counters.Trims++
 		c = ClassTrimmed
 		p.Class = c
-		if pq.queues[c].bytes+p.WireLen > cfg.Trim.QueueBytes {
+		if pt.queues[c].bytes+p.WireLen > cfg.Trim.QueueBytes {
 			pq.qc[c].Drops++
 			pt.drop(p, DropTrimQueue)
 			return
 		}
 	}
-	if cfg.ECN.Enabled && c != ClassControl && c != ClassTrimmed && pt.redMark(pq.queues[c].bytes) {
+	if cfg.ECN.Enabled && c != ClassControl && c != ClassTrimmed && pt.redMark(pt.queues[c].bytes) {
 		if p.MarkCE() {
 			pt.Counters.ECNMarks++
 			pq.qc[c].ECNMarks++
@@ -310,7 +310,7 @@ func (pt *Port) Enqueue(p *Packet) {
 	pt.qpush(c, p)
 	qc := &pq.qc[c]
 	qc.EnqPackets++
-	if b := pq.queues[c].bytes; b > qc.MaxBytes {
+	if b := pt.queues[c].bytes; b > qc.MaxBytes {
 		qc.MaxBytes = b
 	}
 	if tot := pt.bytes + pt.hdrBytes; tot > pt.Counters.MaxQueueBytes {
@@ -380,15 +380,15 @@ func (pt *Port) startNext() {
 	now := pt.loop.Now()
 	p := pt.ctrl.pop()
 	if p == nil {
-		pq := pt.pq
-		if pq == nil || pq.mask == 0 {
+		if pt.qmask == 0 {
 			return
 		}
+		pq := pt.pq
 		var wake sim.Time
-		for m := pq.mask; m != 0; {
+		for m := pt.qmask; m != 0; {
 			c := bits.Len8(m) - 1 // highest class first
 			m &^= 1 << c
-			if u := pq.pausedUntil[c]; now < u {
+			if u := pq.pausedUntil[c]; pt.paused&(1<<c) != 0 && now < u {
 				if wake == 0 || u < wake {
 					wake = u
 				}
