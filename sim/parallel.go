@@ -151,7 +151,22 @@ type barrier struct {
 	decide  func(min Time, maxEv uint64) (next Time, stop bool)
 }
 
-func (b *barrier) arrive(m Time, events uint64) (Time, bool) {
+// Spin budgets of a waiting worker (in yields): a worker that is woken
+// from sleep costs tens of µs, much of a short window, so it spins first.
+// The budget adapts: it grows while waits end during the spin (the
+// machine has the cores) and drops back to the minimum when the worker has
+// to sleep anyway (the others were held back, and spinning only takes a
+// core from them).
+const (
+	spinMin   = 64
+	spinStart = spinMin
+	spinMax   = 16384
+)
+
+// arrive reports the earliest time m the worker holds and the events it
+// ran, waits for the others and returns the next window's start (or stop);
+// spin is the worker's spin budget.
+func (b *barrier) arrive(m Time, events uint64, spin *int) (Time, bool) {
 	b.mu.Lock()
 	b.min = min(b.min, m)
 	b.maxEv = max(b.maxEv, events)
@@ -166,14 +181,14 @@ func (b *barrier) arrive(m Time, events uint64) (Time, bool) {
 	}
 	g := b.gen.Load()
 	b.mu.Unlock()
-	// Windows are short (a few µs to ms of work): spin a little, yielding
-	// the processor, before sleeping on the condition variable.
-	for i := 0; i < 64; i++ {
+	for i := 0; i < *spin; i++ {
 		if b.gen.Load() != g {
+			*spin = min(*spin+*spin/4, spinMax)
 			return b.next, b.stop
 		}
 		runtime.Gosched()
 	}
+	*spin = spinMin
 	b.mu.Lock()
 	for b.gen.Load() == g {
 		b.cond.Wait()
@@ -248,6 +263,7 @@ func (p *Parallel) run(workers int, until Time, cond func() bool) {
 func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrier, claimed []atomic.Uint64) uint64 {
 	n := len(p.Loops)
 	lo := w * n / workers
+	spin := spinStart
 	for win := first; ; win++ {
 		end := t + p.Lookahead // run the events before end
 		if end < t {
@@ -282,7 +298,7 @@ func (p *Parallel) worker(w, workers int, first uint64, t, until Time, b *barrie
 			}
 		}
 		var stop bool
-		if t, stop = b.arrive(m, events); stop {
+		if t, stop = b.arrive(m, events, &spin); stop {
 			return win
 		}
 	}
