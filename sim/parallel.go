@@ -8,8 +8,9 @@ import (
 )
 
 // Exchanger moves the messages partitions send each other (frames on cut
-// links) between windows of a Parallel run. Parallel calls it on the worker
-// goroutine that owns the partition, never concurrently for one partition.
+// links) between windows of a Parallel run. Parallel calls it from the
+// worker goroutine that runs the partition in that window, never
+// concurrently for one partition.
 type Exchanger interface {
 	// BeginWindow is called before partition p runs window w: what p sends
 	// from now on belongs to window w.
