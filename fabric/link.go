@@ -57,10 +57,10 @@ type Link struct {
 	loop     *sim.Loop
 	src, dst *Port // src: the port that serializes onto this link (nil if not cabled by a topology)
 	up       bool
-	inflight packetFIFO
-	lastDue  sim.Time
 	rank     uint32   // nonzero: arrivals are ranked events (see RankLinks)
 	cut      *cutLink // set when the link joins two partitions (partition.go)
+	inflight packetFIFO
+	lastDue  sim.Time
 }
 
 // NewLink returns an up link delivering to dst.
