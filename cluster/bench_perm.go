@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/vcluster/vcluster/config"
@@ -117,7 +118,7 @@ func (c *Cluster) RunPermutation(perm []int, size uint64) (PermResult, error) {
 		tr   *Transfer
 	}
 	var flows []flow
-	done := 0
+	var done atomic.Int64 // completions land on several partitions' goroutines
 	for a, b := range perm {
 		if a == b {
 			continue
@@ -134,13 +135,13 @@ func (c *Cluster) RunPermutation(perm []int, size uint64) (PermResult, error) {
 		ps[0].A.CQ.Handler = func(x verbs.Completion) {
 			inner(x)
 			if tr.Done() {
-				done++
+				done.Add(1)
 			}
 		}
 		flows = append(flows, flow{ps[0], tr})
 	}
-	c.Loop.RunWhile(func() bool { return done < len(flows) })
-	r := PermResult{Events: c.Loop.Executed(), SimTime: c.Loop.Now(), BaseRTT: c.BaseRTT()}
+	c.RunWhile(func() bool { return int(done.Load()) < len(flows) })
+	r := PermResult{Events: c.Executed(), BaseRTT: c.BaseRTT()}
 	for _, l := range c.Topo.Links {
 		r.PacketHops += l.Counters.Packets
 	}
@@ -152,11 +153,12 @@ func (c *Cluster) RunPermutation(perm []int, size uint64) (PermResult, error) {
 	for _, f := range flows {
 		tr := f.tr
 		if !tr.Done() {
-			return r, fmt.Errorf("cluster: flow %d→%d stalled at %v", f.pair.A.Host, f.pair.B.Host, c.Loop.Now())
+			return r, fmt.Errorf("cluster: flow %d→%d stalled at %v", f.pair.A.Host, f.pair.B.Host, c.Now())
 		}
 		if len(tr.Errors) > 0 {
 			return r, fmt.Errorf("cluster: flow %d→%d: %v", f.pair.A.Host, f.pair.B.Host, tr.Errors[0].Status)
 		}
+		r.SimTime = max(r.SimTime, tr.End)
 		sa, sb := f.pair.A.T.Stats(), f.pair.B.T.Stats()
 		r.DataPackets += sa.DataPacketsSent
 		r.Retransmissions += sa.Retransmissions

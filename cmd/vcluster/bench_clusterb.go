@@ -19,7 +19,8 @@ func newBenchClusterBCmd() *cobra.Command {
 	var memLimit int64
 	var buildOnly bool
 	var cpuProf, memProf string
-	cmd := &cobra.Command{
+	var parallel *int
+	cmd := markObserved(&cobra.Command{
 		Use:   "clusterB",
 		Short: "The paper's cluster B at full scale (8 planes, 131 072 NICs): build cost and packet-hops per second",
 		Long: `clusterB builds the paper's cluster B — 8 planes of 100 Gb/s, 512 T0 and
@@ -39,12 +40,15 @@ setting.`,
 			if err != nil {
 				return err
 			}
+			if m, _ := cmd.Flags().GetString("metrics"); m != "" && *parallel > 0 {
+				return usageError(fmt.Errorf("--metrics: counters are published from the single loop; use --parallel 0"))
+			}
 			if memLimit > 0 {
 				debug.SetMemoryLimit(memLimit << 30)
 			}
 			w := cmd.OutOrStdout()
 			wall0, cpu0 := time.Now(), userCPU()
-			c, err := cluster.New(cfg, nil)
+			c, err := parallelCluster(cfg, *parallel)
 			if err != nil {
 				return usageError(err)
 			}
@@ -75,7 +79,17 @@ setting.`,
 				return err
 			}
 			runWall, runCPU := time.Now(), userCPU()
+			obs, stopObs, err := benchObserver(cmd)
+			if err != nil {
+				return err
+			}
+			obs.Begin("bench clusterB")
+			if *parallel == 0 {
+				obs.Watch(c)
+			}
 			r, err := c.RunPermutation(perm, size)
+			obs.End()
+			stopObs()
 			el, cpu := time.Since(runWall), userCPU()-runCPU
 			stop()
 			if err != nil {
@@ -91,7 +105,8 @@ setting.`,
 			fmt.Fprintf(w, "peak RSS       %s (total wall %v, user CPU %v)\n", peakRSS(), time.Since(wall0).Round(time.Millisecond), (userCPU() - cpu0).Round(time.Millisecond))
 			return nil
 		},
-	}
+	})
+	parallel = addParallelFlag(cmd)
 	cmd.Flags().IntVar(&perT0, "hosts-per-t0", 16, "hosts under each T0 that take part in the permutation")
 	cmd.Flags().Uint64Var(&size, "bytes", 12<<20, "bytes per flow")
 	cmd.Flags().Int64Var(&memLimit, "mem-limit-gib", 15, "Go soft memory limit in GiB (0: none)")

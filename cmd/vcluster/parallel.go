@@ -46,3 +46,30 @@ func parallelCluster(cfg config.Config, n int) (*cluster.Cluster, error) {
 	}
 	return c, nil
 }
+
+// unpartitioned names the commands that simulate but cannot run
+// partitioned, and why; they take --parallel so that asking for it gets
+// the reason (exit status 2) instead of "unknown flag".
+var unpartitioned = map[string]string{
+	"run":        "the default experiment (ring all-reduce: collectives post on remote hosts; the preflight pings through netstack)",
+	"experiment": "experiments (collectives, fault plans and queue samplers act across partitions)",
+	"collective": "collectives (a rank's step posts work on other hosts)",
+	"drill":      "drills (the fault injector and Clustermapper act on the whole fabric)",
+	"ping":       "ping (netstack traffic shares one random stream across hosts)",
+}
+
+// refuseParallel gives cmd a --parallel flag that only a value of 0
+// passes (see unpartitioned).
+func refuseParallel(cmd *cobra.Command, what string) {
+	n := addParallelFlag(cmd)
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if err := rejectParallel(*n, what); err != nil {
+			return err
+		}
+		if prev != nil {
+			return prev(c, args)
+		}
+		return nil
+	}
+}
