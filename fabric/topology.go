@@ -52,7 +52,7 @@ type Topology struct {
 	Pool      *Pool
 	Loop      *sim.Loop
 
-	subnetSize int // hosts per T0 / edge
+	subnetSize int              // hosts per T0 / edge
 	byName     map[string]*Port // built on the first Port call
 	swByName   map[string]*Switch
 }

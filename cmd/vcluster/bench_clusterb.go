@@ -74,28 +74,8 @@ setting.`,
 				}
 			}
 			fmt.Fprintf(w, "workload       %d flows (%d hosts under each of %d T0s per plane) of %d bytes\n", flows, perT0, c.Topo.Clos.T0, size)
-			stop, err := startCPUProfile(cpuProf)
+			r, el, cpu, err := runPermBench(cmd, c, "bench clusterB", *parallel > 0, perm, size, cpuProf, memProf)
 			if err != nil {
-				return err
-			}
-			runWall, runCPU := time.Now(), userCPU()
-			obs, stopObs, err := benchObserver(cmd)
-			if err != nil {
-				return err
-			}
-			obs.Begin("bench clusterB")
-			if *parallel == 0 {
-				obs.Watch(c)
-			}
-			r, err := c.RunPermutation(perm, size)
-			obs.End()
-			stopObs()
-			el, cpu := time.Since(runWall), userCPU()-runCPU
-			stop()
-			if err != nil {
-				return err
-			}
-			if err := writeHeapProfile(memProf); err != nil {
 				return err
 			}
 			mean, lo, hi := r.FCTStats()

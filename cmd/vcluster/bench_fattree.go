@@ -59,28 +59,8 @@ settings.`,
 			build := time.Since(wall0)
 			fmt.Fprintf(w, "fat-tree k=%d: %d hosts, %d switches, %d links, %s forwarding; %d flows of %d bytes; seed %d; GOMAXPROCS %d\n",
 				cfg.Fabric.K, len(c.Hosts), len(c.Topo.Switches), len(c.Topo.Links), cfg.Fabric.Forwarding, len(perm), size, cfg.Seed, runtime.GOMAXPROCS(0))
-			stop, err := startCPUProfile(cpuProf)
+			r, el, cpu, err := runPermBench(cmd, c, "bench fattree-perm", *parallel > 0, perm, size, cpuProf, memProf)
 			if err != nil {
-				return err
-			}
-			runWall, runCPU := time.Now(), userCPU()
-			obs, stopObs, err := benchObserver(cmd)
-			if err != nil {
-				return err
-			}
-			obs.Begin("bench fattree-perm")
-			if *parallel == 0 {
-				obs.Watch(c)
-			}
-			r, err := c.RunPermutation(perm, size)
-			obs.End()
-			stopObs()
-			el, cpu := time.Since(runWall), userCPU()-runCPU
-			stop()
-			if err != nil {
-				return err
-			}
-			if err := writeHeapProfile(memProf); err != nil {
 				return err
 			}
 			mean, lo, hi := r.FCTStats()
@@ -178,4 +158,32 @@ func writeHeapProfile(path string) error {
 	}
 	defer f.Close()
 	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// runPermBench runs perm on c with the bench's observer (progress, and
+// --metrics on the single loop) and optional CPU and heap profiles, and
+// returns the result with the run's wall and user CPU time.
+func runPermBench(cmd *cobra.Command, c *cluster.Cluster, name string, partitioned bool, perm []int, size uint64, cpuProf, memProf string) (r cluster.PermResult, el, cpu time.Duration, err error) {
+	obs, stopObs, err := benchObserver(cmd)
+	if err != nil {
+		return r, 0, 0, err
+	}
+	defer stopObs()
+	stop, err := startCPUProfile(cpuProf)
+	if err != nil {
+		return r, 0, 0, err
+	}
+	obs.Begin(name)
+	if !partitioned {
+		obs.Watch(c)
+	}
+	runWall, runCPU := time.Now(), userCPU()
+	r, err = c.RunPermutation(perm, size)
+	el, cpu = time.Since(runWall), userCPU()-runCPU
+	stop()
+	obs.End()
+	if err != nil {
+		return r, el, cpu, err
+	}
+	return r, el, cpu, writeHeapProfile(memProf)
 }
