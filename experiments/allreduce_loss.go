@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -34,7 +35,7 @@ func (allreduceLoss) ClusterSets() []string {
 }
 func (allreduceLoss) Params() []Param {
 	return []Param{
-		{Key: "size", Default: "32M", Quick: "64M", Full: "256M", Doc: "all-reduce size (nccl-tests bytes); quick is larger but elides the payload, which is cheaper"},
+		{Key: "size", Default: "32M", Quick: "64M", Full: "16M,64M,256M", Doc: "all-reduce sizes (nccl-tests bytes, comma-separated; the checks read the largest, busbw_vs_size plots need two or more); quick is larger than default but elides the payload, which is cheaper"},
 		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
 		{Key: "roceQPs", Default: "1,8", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each"},
 		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided; quick and full elide it (full: 16 ranks × 256 MiB send/receive/scratch buffers per variant would need tens of GiB)"},
@@ -50,7 +51,11 @@ Loss is Bernoulli on every link and direction (seeded per link). "of NIC"
 is busbw over the host's whole NIC (all planes); "vs 0%" is busbw over the
 same transport's loss-free busbw. The published setup (T2/T3) is 64 NICs,
 RoCE on one 400G plane with PFC; here RoCE runs on the same 4×100G planes
-as MRC, which is what makes "1 QP = one plane" the limit.`
+as MRC, which is what makes "1 QP = one plane" the limit.
+exp.size may list several sizes (full: 16M,64M,256M): every transport ×
+loss cell runs at each, the checks and busbw_vs_loss read the largest (the
+published claims are for large messages), and busbw_vs_size plots busbw
+against size, one plot per loss rate.`
 }
 
 type arVariant struct {
@@ -62,6 +67,7 @@ type arVariant struct {
 
 type arCell struct {
 	v    arVariant
+	size uint64
 	loss float64
 	res  collectives.Result
 	frac float64
@@ -71,104 +77,154 @@ type arCell struct {
 // transportGrid reads the parameters the transport-comparison experiments
 // share (size, losses, roceQPs, payload) and returns the variants: MRC with
 // one QP on uSID paths, then RoCE on ECMP with each requested QP count.
-func transportGrid(env *Env) (size uint64, losses []float64, payload string, vs []arVariant, err error) {
-	if size, err = collectives.ParseBytes(env.Params["size"]); err != nil {
-		return 0, nil, "", nil, fmt.Errorf("exp.size: %w", err)
+// exp.size is a comma-separated list of sizes, returned ascending without
+// repeats.
+func transportGrid(env *Env) (sizes []uint64, losses []float64, payload string, vs []arVariant, err error) {
+	if sizes, err = parseSizes(env.Params["size"]); err != nil {
+		return nil, nil, "", nil, fmt.Errorf("exp.size: %w", err)
 	}
 	if losses, err = parseFloats(env.Params["losses"]); err != nil {
-		return 0, nil, "", nil, fmt.Errorf("exp.losses: %w", err)
+		return nil, nil, "", nil, fmt.Errorf("exp.losses: %w", err)
 	}
 	qps, err := parseInts(env.Params["roceQPs"])
 	if err != nil {
-		return 0, nil, "", nil, fmt.Errorf("exp.roceQPs: %w", err)
+		return nil, nil, "", nil, fmt.Errorf("exp.roceQPs: %w", err)
 	}
 	payload = env.Params["payload"]
 	if payload != "real" && payload != "elided" {
-		return 0, nil, "", nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
+		return nil, nil, "", nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
 	}
 	vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}}}
 	for _, q := range qps {
 		vs = append(vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q,
 			sets: []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=" + strconv.Itoa(q)}})
 	}
-	return size, losses, payload, vs, nil
+	return sizes, losses, payload, vs, nil
+}
+
+// parseSizes reads a comma-separated list of nccl-tests sizes (4M,64M),
+// sorted ascending, repeats dropped.
+func parseSizes(s string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		v, err := collectives.ParseBytes(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, losses, payload, vs, err := transportGrid(env)
+	sizes, losses, payload, vs, err := transportGrid(env)
 	if err != nil {
 		return nil, err
 	}
-	res := &Results{Columns: []string{"transport", "qps", "loss", "ranks", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error"}}
+	res := &Results{Columns: []string{"transport", "qps", "loss", "ranks", "size", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error"}}
+	cfgs := make([]config.Config, len(vs))
+	for i, v := range vs {
+		if cfgs[i], err = override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload)); err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
 	var cells []*arCell
 	var ranks int
 	var nic float64
-	for _, v := range vs {
-		cfg, err := override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", v.name, err)
-		}
-		nic = float64(cfg.Fabric.Planes) * float64(hostRateOf(cfg)) / 8 / 1e9 // GB/s
-		for _, loss := range losses {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			cell := &arCell{v: v, loss: loss}
-			env.Point(len(cells), len(vs)*len(losses), fmt.Sprintf("%s, loss %s", v.name, pct(loss)))
-			c, err := cluster.New(cfg, nil)
-			if err != nil {
-				return nil, err
-			}
-			env.Watch(c)
-			if loss > 0 {
-				for _, l := range c.Topo.Links {
-					l.Loss = fabric.NewBernoulli(loss, cfg.Seed, l.Name)
+	n := len(sizes) * len(vs) * len(losses)
+	for _, size := range sizes {
+		for i, v := range vs {
+			cfg := cfgs[i]
+			nic = float64(cfg.Fabric.Planes) * float64(hostRateOf(cfg)) / 8 / 1e9 // GB/s
+			for _, loss := range losses {
+				if err := ctx.Err(); err != nil {
+					return nil, err
 				}
-			}
-			m, err := collectives.New(c, collectives.Options{})
-			if err != nil {
+				cell := &arCell{v: v, size: size, loss: loss}
+				label := fmt.Sprintf("%s, loss %s", v.name, pct(loss))
+				if len(sizes) > 1 {
+					label = collectives.FormatBytes(size) + ", " + label
+				}
+				env.Point(len(cells), n, label)
+				c, err := cluster.New(cfg, nil)
+				if err != nil {
+					return nil, err
+				}
+				env.Watch(c)
+				if loss > 0 {
+					for _, l := range c.Topo.Links {
+						l.Loss = fabric.NewBernoulli(loss, cfg.Seed, l.Name)
+					}
+				}
+				m, err := collectives.New(c, collectives.Options{})
+				if err != nil {
+					c.Close()
+					return nil, err
+				}
+				ranks = m.Size()
+				ring, err := collectives.Lookup(collectives.AllReduce, "ring")
+				if err != nil {
+					c.Close()
+					return nil, err
+				}
+				cell.res, cell.err = m.Run(ring, size, collectives.RunOptions{})
+				if cell.err == nil && cell.res.Check == collectives.CheckFailed {
+					cell.err = fmt.Errorf("%d wrong elements", cell.res.Wrong)
+				}
+				cell.frac = cell.res.BusBW / nic
+				res.Events += c.Loop.Executed()
 				c.Close()
-				return nil, err
+				env.logf("allreduce-loss: %-12s loss %-6g size %-5s busbw %6.2f GB/s %v\n", v.name, loss, collectives.FormatBytes(size), cell.res.BusBW, errText(cell.err))
+				cells = append(cells, cell)
 			}
-			ranks = m.Size()
-			ring, err := collectives.Lookup(collectives.AllReduce, "ring")
-			if err != nil {
-				c.Close()
-				return nil, err
-			}
-			cell.res, cell.err = m.Run(ring, size, collectives.RunOptions{})
-			if cell.err == nil && cell.res.Check == collectives.CheckFailed {
-				cell.err = fmt.Errorf("%d wrong elements", cell.res.Wrong)
-			}
-			cell.frac = cell.res.BusBW / nic
-			res.Events += c.Loop.Executed()
-			c.Close()
-			env.logf("allreduce-loss: %-12s loss %-6g busbw %6.2f GB/s %v\n", v.name, loss, cell.res.BusBW, errText(cell.err))
-			cells = append(cells, cell)
 		}
 	}
-	// table, rows, plot
-	base := map[string]float64{}
+	// table, rows, plots
+	type key struct {
+		size uint64
+		name string
+	}
+	base := map[key]float64{}
 	for _, c := range cells {
 		if c.loss == 0 {
-			base[c.v.name] = busbw(c)
+			base[key{c.size, c.v.name}] = busbw(c)
 		}
 	}
+	keepOf := func(c *arCell) float64 {
+		if b := base[key{c.size, c.v.name}]; b > 0 {
+			return busbw(c) / b
+		}
+		return math.NaN()
+	}
+	largest := sizes[len(sizes)-1]
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "transport\tloss/link\ttime µs\tbusbw GB/s\tof %.0f GB/s NIC\tvs 0%%\tresult\n", nic)
-	plotp := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("ring all-reduce %s over %d ranks: busbw vs loss", collectives.FormatBytes(size), ranks),
+	fmt.Fprintf(tw, "transport\tsize\tloss/link\ttime µs\tbusbw GB/s\tof %.0f GB/s NIC\tvs 0%%\tresult\n", nic)
+	plotp := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("ring all-reduce %s over %d ranks: busbw vs loss", collectives.FormatBytes(largest), ranks),
 		XLabel: "Bernoulli loss on every link", YLabel: "busbw (GB/s)"}
 	for _, l := range losses {
 		plotp.XLabels = append(plotp.XLabels, pct(l))
 	}
-	series := map[string]*Series{}
+	var sizePlots []Plot // one per loss, when more than one size ran
+	if len(sizes) > 1 {
+		for _, l := range losses {
+			name := "busbw_vs_size"
+			if l != 0 {
+				name += "_loss" + strconv.FormatFloat(l, 'g', -1, 64)
+			}
+			// Sizes as labels (one tick each, 16M rather than 1.6e+07):
+			// evenly spaced, which is a log axis for the usual ×2/×4 steps.
+			p := Plot{Name: name, Title: fmt.Sprintf("ring all-reduce over %d ranks, loss %s: busbw vs size", ranks, pct(l)),
+				XLabel: "all-reduce size", YLabel: "busbw (GB/s)"}
+			for _, z := range sizes {
+				p.XLabels = append(p.XLabels, collectives.FormatBytes(z))
+			}
+			sizePlots = append(sizePlots, p)
+		}
+	}
 	var order []string
 	for _, c := range cells {
-		keep := math.NaN()
-		if b := base[c.v.name]; b > 0 {
-			keep = busbw(c) / b
-		}
 		result := c.res.Check
 		if c.err != nil {
 			result = "FAILED: " + c.err.Error()
@@ -177,29 +233,56 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 		} else if c.res.Check == collectives.CheckOK {
 			result = "bytes verified"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.2f\t%.1f%%\t%s\t%s\n", c.v.name, pct(c.loss), float64(c.res.TimeNs)/1e3, busbw(c), 100*c.frac, pctOrNA(keep), result)
-		res.Rows = append(res.Rows, []string{c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks),
+		keep := keepOf(c)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\t%.1f%%\t%s\t%s\n", c.v.name, collectives.FormatBytes(c.size), pct(c.loss), float64(c.res.TimeNs)/1e3, busbw(c), 100*c.frac, pctOrNA(keep), result)
+		res.Rows = append(res.Rows, []string{c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks), collectives.FormatBytes(c.size),
 			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(busbw(c)), f4(c.frac), f4(keep), c.res.Check, errText(c.err)})
-		s := series[c.v.name]
-		if s == nil {
-			s = &Series{Name: c.v.name}
-			series[c.v.name] = s
+		if !slices.Contains(order, c.v.name) {
 			order = append(order, c.v.name)
-		}
-		for i, l := range losses {
-			if l == c.loss {
-				s.X = append(s.X, float64(i))
-				s.Y = append(s.Y, busbw(c))
-			}
 		}
 	}
 	tw.Flush()
-	for _, n := range order {
-		plotp.Series = append(plotp.Series, *series[n])
+	// Series in variant order; cells are size-major, so each series' points
+	// come out in ascending size and loss order.
+	for _, name := range order {
+		s := Series{Name: name}
+		for _, c := range cells {
+			if c.v.name == name && c.size == largest {
+				s.X = append(s.X, float64(slices.Index(losses, c.loss)))
+				s.Y = append(s.Y, busbw(c))
+			}
+		}
+		plotp.Series = append(plotp.Series, s)
+		for i, l := range losses {
+			if i >= len(sizePlots) {
+				break
+			}
+			s := Series{Name: name}
+			for _, c := range cells {
+				if c.v.name == name && c.loss == l {
+					s.X = append(s.X, float64(slices.Index(sizes, c.size)))
+					s.Y = append(s.Y, busbw(c))
+				}
+			}
+			sizePlots[i].Series = append(sizePlots[i].Series, s)
+		}
 	}
 	res.Table = tb.String()
-	res.Plots = []Plot{plotp}
-	res.Checks = x.checks(cells, base, nic)
+	res.Plots = append([]Plot{plotp}, sizePlots...)
+	// The checks are the published claims, which are for large messages:
+	// they read the largest size only.
+	var at []*arCell
+	atBase := map[string]float64{}
+	for _, c := range cells {
+		if c.size == largest {
+			at = append(at, c)
+			atBase[c.v.name] = base[key{c.size, c.v.name}]
+		}
+	}
+	res.Checks = x.checks(at, atBase, nic)
+	for i := range res.Checks {
+		res.Checks[i].Measured = "at " + collectives.FormatBytes(largest) + ": " + res.Checks[i].Measured
+	}
 	return res, nil
 }
 

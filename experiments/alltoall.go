@@ -92,10 +92,14 @@ func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo stri
 }
 
 func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, losses, payload, vs, err := transportGrid(env)
+	sizes, losses, payload, vs, err := transportGrid(env)
 	if err != nil {
 		return nil, err
 	}
+	if len(sizes) != 1 {
+		return nil, fmt.Errorf("exp.size: alltoall takes one size, got %q", env.Params["size"])
+	}
+	size := sizes[0]
 	var qps []int // the RoCE QP counts, in variant order
 	for _, v := range vs[1:] {
 		qps = append(qps, v.qps)
