@@ -237,8 +237,6 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	hosts := 2 * t1s
 	var logb bytes.Buffer
-	enc := json.NewEncoder(&logb)
-	enc.SetEscapeHTML(false)
 	res := &Results{Columns: []string{"topology", "fault", "kind", "selector", "workload", "cables", "hosts_touched", "ports_per_host", "planes_touched",
 		"gbps_before", "gbps_after", "lost", "lost_ideal", "qp_errors", "transport_outcome"}}
 	var cells []*brCell
@@ -275,10 +273,8 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s: %w", tp.name, f.name, err)
 			}
-			for _, e := range run.s.Entries {
-				if err := enc.Encode(brEntry{tp.name, f.name, e}); err != nil {
-					return nil, err
-				}
+			if err := encodeFaultLog(&logb, tp.name, f.name, run.s); err != nil {
+				return nil, err
 			}
 			cell := &brCell{topo: tp, fault: f, run: run, base: base[f.workload], lost: 1 - run.job/base[f.workload].job, ideal: brIdeal(run, w, hosts, tp.planes, t1s)}
 			cells = append(cells, cell)
@@ -340,10 +336,25 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 
 // brEntry is a line of the event log: the faults recorder's entry, with
 // the fabric and the fault of the run it comes from.
-type brEntry struct {
+// faultLogEntry is one line of an experiment's events.jsonl: a faults
+// recorder entry tagged with the fabric and the run it came from.
+type faultLogEntry struct {
 	Topology string `json:"topology"`
 	Run      string `json:"run"`
 	faults.Entry
+}
+
+// encodeFaultLog appends s's recorder entries to w as JSON lines tagged
+// with topology and run.
+func encodeFaultLog(w *bytes.Buffer, topology, run string, s *faults.Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, e := range s.Entries {
+		if err := enc.Encode(faultLogEntry{topology, run, e}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // touches says what a fault took: nodes × ports and planes, or fabric cables.

@@ -82,6 +82,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		{name: "MRC, 1 QP", mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1", "transport.payload=real"}},
 		{name: "RoCE, 1 QP", sets: []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=1", "transport.payload=real"}},
 	}
+	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
 	res := &Results{Columns: []string{"transport", "bytes", "cut_at_ns", "fault_target", "transport_outcome", "fault_outcome", "first_loss_ns", "detect_ns", "bypass_ns",
 		"packets_lost", "data_into_dead_link", "qp_errors", "timeouts", "retransmissions", "verified", "job_ns", "baseline_ns", "slowdown"}}
 	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("%s host 0 → last host, busiest T0–T1 link cut at %v", collectives.FormatBytes(size), cutAt),
@@ -127,6 +128,9 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 		s := cell.s
 		f := s.Faults[0]
+		if err := encodeFaultLog(&logb, "clusterC", cell.name, s); err != nil {
+			return nil, err
+		}
 		// Trim the idle tail after the job ended (or stalled for good).
 		end := len(cell.samples)
 		for end > 0 && cell.samples[end-1] == 0 {
@@ -154,6 +158,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	tw.Flush()
 	res.Table, res.Plots = tb.String(), []Plot{tp}
+	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
 	m, r := cells[0].s, cells[1].s
 	mf, rf := m.Faults[0], r.Faults[0]
 	// Thresholds fixed before the first run: "a few tens of µs" is taken
