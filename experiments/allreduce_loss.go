@@ -94,10 +94,10 @@ func transportGrid(env *Env) (sizes []uint64, losses []float64, payload string, 
 	if payload != "real" && payload != "elided" {
 		return nil, nil, "", nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
 	}
-	vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}}}
+	vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: mrcSets(1)}}
 	for _, q := range qps {
 		vs = append(vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q,
-			sets: []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=" + strconv.Itoa(q)}})
+			sets: roceSets(q)})
 	}
 	return sizes, losses, payload, vs, nil
 }

@@ -34,7 +34,7 @@ func (blastRadius) Title() string {
 }
 func (blastRadius) TargetRows() []string { return []string{"T8"} }
 func (blastRadius) ClusterSets() []string {
-	return []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1", "transport.payload=elided"}
+	return mrcSets(1, "transport.payload=elided")
 }
 func (blastRadius) Params() []Param {
 	return []Param{

@@ -123,7 +123,7 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 	const X, Y = 0, 1
 	roce := []string{"transport.kind=roce", "fabric.forwarding=ecmp", "fabric.queue.pfc.enabled=true", "fabric.queue.ecn.enabled=true", "fabric.queue.ecn.lastHop=true"}
 	cells := []*coCell{
-		{name: "MRC, 1 QP", short: "mrc", sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1", "fabric.queue.pfc.enabled=false", "fabric.queue.ecn.lastHop=false", "transport.mrc.nscc=true", "fabric.queue.trim.enabled=true"}},
+		{name: "MRC, 1 QP", short: "mrc", sets: mrcSets(1, "fabric.queue.pfc.enabled=false", "fabric.queue.ecn.lastHop=false", "transport.mrc.nscc=true", "fabric.queue.trim.enabled=true")},
 		{name: "RoCE+DCQCN, 1 QP", short: "dcqcn1", sets: append(append([]string{}, roce...), "transport.roce.cc=dcqcn_hpcc", "transport.qpsPerConnection=1")},
 		{name: "RoCE+DCQCN, 8 QPs", short: "dcqcn8", sets: append(append([]string{}, roce...), "transport.roce.cc=dcqcn_hpcc", "transport.qpsPerConnection=8")},
 		{name: "RoCE, PFC only", short: "pfc", sets: append(append([]string{}, roce...), "transport.roce.cc=none", "transport.qpsPerConnection=1")},

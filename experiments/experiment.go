@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/vcluster/vcluster/cluster"
@@ -263,4 +264,15 @@ func SplitSets(sets []string) (cluster, params []string) {
 		}
 	}
 	return cluster, params
+}
+
+// mrcSets and roceSets are the config overrides that make a cell run MRC
+// (SRv6 uSID, spraying) or RoCE (ECMP) with qps QPs per connection,
+// followed by extra.
+func mrcSets(qps int, extra ...string) []string {
+	return append([]string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=" + strconv.Itoa(qps)}, extra...)
+}
+
+func roceSets(qps int, extra ...string) []string {
+	return append([]string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=" + strconv.Itoa(qps)}, extra...)
 }

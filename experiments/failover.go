@@ -79,8 +79,8 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		return nil, err
 	}
 	cells := []*foCell{
-		{name: "MRC, 1 QP", mrc: true, sets: []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1", "transport.payload=real"}},
-		{name: "RoCE, 1 QP", sets: []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=1", "transport.payload=real"}},
+		{name: "MRC, 1 QP", mrc: true, sets: mrcSets(1, "transport.payload=real")},
+		{name: "RoCE, 1 QP", sets: roceSets(1, "transport.payload=real")},
 	}
 	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
 	res := &Results{Columns: []string{"transport", "bytes", "cut_at_ns", "fault_target", "transport_outcome", "fault_outcome", "first_loss_ns", "detect_ns", "bypass_ns",

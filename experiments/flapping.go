@@ -32,7 +32,7 @@ func (flapping) Title() string {
 }
 func (flapping) TargetRows() []string { return []string{"T9"} }
 func (flapping) ClusterSets() []string {
-	return []string{"fabric.preset=C", "fabric.hosts=16", "transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}
+	return append([]string{"fabric.preset=C", "fabric.hosts=16"}, mrcSets(1)...)
 }
 func (flapping) Params() []Param {
 	return []Param{

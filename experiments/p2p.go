@@ -54,8 +54,8 @@ type p2pVariant struct {
 }
 
 var p2pVariants = []p2pVariant{
-	{"MRC, 1 QP", []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1"}},
-	{"RoCE, 1 QP", []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=1"}},
+	{"MRC, 1 QP", mrcSets(1)},
+	{"RoCE, 1 QP", roceSets(1)},
 }
 
 // p2pOnce moves length bytes from a to b in writes of w bytes over one QP

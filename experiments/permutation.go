@@ -115,8 +115,8 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 		name, short string
 		sets        []string
 	}{
-		{"ECMP (RoCE, 1 QP per flow)", "ecmp", []string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=1", "transport.payload=elided"}},
-		{"spraying (MRC, 1 QP per flow)", "spray", []string{"transport.kind=mrc", "fabric.forwarding=usid", "transport.qpsPerConnection=1", "transport.payload=elided"}},
+		{"ECMP (RoCE, 1 QP per flow)", "ecmp", roceSets(1, "transport.payload=elided")},
+		{"spraying (MRC, 1 QP per flow)", "spray", mrcSets(1, "transport.payload=elided")},
 	}
 	r := rand.New(rand.NewPCG(env.Config.Seed, 0x9e3779b97f4a7c15))
 	var perms [][]int
