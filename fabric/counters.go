@@ -64,7 +64,7 @@ type QueueSampler struct {
 // NewQueueSampler samples ports every interval until the given time.
 func NewQueueSampler(loop *sim.Loop, ports []*Port, interval time.Duration, until sim.Time) *QueueSampler {
 	s := &QueueSampler{Ports: ports, Interval: interval, loop: loop, until: until}
-	loop.Schedule(loop.Now(), s, 0)
+	loop.Post(loop.Now(), s, 0)
 	return s
 }
 
@@ -75,7 +75,7 @@ func (s *QueueSampler) OnEvent(uint64) {
 		s.Samples = append(s.Samples, QueueSample{At: now, Port: i, Bytes: p.QueuedBytes()})
 	}
 	if next := now + sim.Time(s.Interval); next <= s.until {
-		s.loop.Schedule(next, s, 0)
+		s.loop.Post(next, s, 0)
 	}
 }
 

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/vcluster/vcluster/sim"
 )
@@ -47,20 +48,24 @@ type LinkCounters struct {
 // the sending Port at Rate; the Link only delays, loses or corrupts. Frames
 // are delivered in order (a FIFO in flight), one event each.
 type Link struct {
-	Name     string
-	Rate     uint64        // bits/s, used by the sending port
+	// Hot fields first: a frame's arrival reads the first cache line
+	// (in-flight FIFO, destination, state, delivery counters), a transmit
+	// the first two (see Prefetch).
+	inflight packetFIFO
+	dst      *Port // the port it delivers to
+	up       bool
+	rank     uint32 // nonzero: arrivals are ranked events (see RankLinks)
+	Counters LinkCounters
+	loop     *sim.Loop
+	lastDue  sim.Time
 	Delay    time.Duration // propagation delay
+	cut      *cutLink      // set when the link joins two partitions (partition.go)
 	Loss     LossModel
 	Corr     CorruptionModel
-	Counters LinkCounters
 
-	loop     *sim.Loop
-	src, dst *Port // src: the port that serializes onto this link (nil if not cabled by a topology)
-	up       bool
-	rank     uint32   // nonzero: arrivals are ranked events (see RankLinks)
-	cut      *cutLink // set when the link joins two partitions (partition.go)
-	inflight packetFIFO
-	lastDue  sim.Time
+	Rate uint64 // bits/s, used by the sending port
+	src  *Port  // the port that serializes onto this link (nil if not cabled by a topology)
+	Name string
 }
 
 // NewLink returns an up link delivering to dst.
@@ -79,9 +84,7 @@ func (l *Link) SetUp(up bool) {
 	was := l.up
 	l.up = up
 	if up && !was && l.src != nil {
-		if !l.src.busy {
-			l.src.startNext()
-		}
+		l.src.kick()
 		if l.src.Notify != nil {
 			l.src.Notify.TxReady(l.src)
 		}
@@ -91,9 +94,10 @@ func (l *Link) SetUp(up bool) {
 // Dst returns the port the link delivers to.
 func (l *Link) Dst() *Port { return l.dst }
 
-// transmit takes a fully serialized frame at the current time and delivers
-// it after the propagation delay.
-func (l *Link) transmit(p *Packet) {
+// transmit takes a frame whose serialization started now and ends at done,
+// and delivers it the propagation delay after done. A frame that a fault
+// would lose is dropped here, when it is sent.
+func (l *Link) transmit(p *Packet, done sim.Time) {
 	if !l.up {
 		l.Counters.DroppedDown++
 		p.Release()
@@ -109,7 +113,7 @@ func (l *Link) transmit(p *Packet) {
 		p.Release()
 		return
 	}
-	at := l.loop.Now() + sim.Time(l.Delay)
+	at := done + sim.Time(l.Delay)
 	// A delay that shrank (a latency fault ending) must not reorder frames.
 	if at < l.lastDue {
 		at = l.lastDue
@@ -119,15 +123,63 @@ func (l *Link) transmit(p *Packet) {
 		l.cut.send(l, p, at) // the far partition schedules the arrival
 		return
 	}
+	p.due = at
 	l.inflight.push(p)
 	if uint64(l.inflight.n) > l.Counters.InFlightHW {
-		l.Counters.InFlightHW = uint64(l.inflight.n)
+		// In flight means due after now: frames due now whose arrival has
+		// not run yet (a transmit from inside a ranked arrival) do not
+		// count, so cut and uncut links agree (cutLink.send).
+		n, now := l.inflight.n, l.loop.Now()
+		for q := l.inflight.head; q != nil && q.due <= now; q = q.next {
+			n--
+		}
+		l.Counters.InFlightHW = max(l.Counters.InFlightHW, uint64(n))
 	}
 	if l.rank != 0 {
-		l.loop.ScheduleRanked(at, l, 0, l.rank)
+		l.loop.PostRanked(at, l, 0, l.rank)
 		return
 	}
-	l.loop.Schedule(at, l, 0)
+	l.loop.Post(at, l, 0)
+}
+
+// Prefetch implements sim.Prefetcher for a frame's arrival, following the
+// frame one pointer per stage: the link; the frame and the receiving port;
+// the frame's headers and the receiving switch; at a uSID switch, the
+// table slot of the next hop, then the egress port, then its class queue,
+// counters and link.
+func (l *Link) Prefetch(stage int, _ uint64) {
+	if stage == 0 {
+		prefetch2(unsafe.Pointer(l))
+		return
+	}
+	p, d := l.inflight.head, l.dst
+	if p == nil || d == nil {
+		return
+	}
+	switch stage {
+	case 1:
+		sim.PrefetchLine(unsafe.Pointer(p))
+		sim.PrefetchLine(unsafe.Pointer(&d.rem))
+		sim.PrefetchLine(unsafe.Pointer(&d.Counters))
+	case 2:
+		if len(p.Data) > 0 {
+			sim.PrefetchLine(unsafe.Pointer(&p.Data[0]))
+		}
+		if s, ok := d.Owner.(*Switch); ok {
+			prefetch2(unsafe.Pointer(s))
+			sim.PrefetchLine(unsafe.Pointer(&s.usidPorts))
+		}
+	default:
+		if s, ok := d.Owner.(*Switch); ok && s.mode == ForwardUSID {
+			s.prefetchEgress(stage, p)
+		}
+	}
+}
+
+// prefetch2 prefetches the two cache lines from b.
+func prefetch2(b unsafe.Pointer) {
+	sim.PrefetchLine(b)
+	sim.PrefetchLine(unsafe.Add(b, 64))
 }
 
 // OnEvent delivers the oldest frame in flight.

@@ -46,16 +46,20 @@ type Packet struct {
 	// WireLen is the frame's size on the wire including FCS and any elided
 	// payload (but not preamble/IFG, which ports add).
 	WireLen int
-	Class   uint8 // egress traffic class (0..NumClasses-1), set at each hop from DSCP
-	Flags   uint8
-	InPort  int32    // ingress port index at the current switch (PFC accounting)
-	SentAt  sim.Time // when the source put it on the wire
+	next    *Packet  // intrusive FIFO link (queues, links)
+	due     sim.Time // on a link: when it arrives
 	EnqAt   sim.Time // when it entered its current queue
+	Class   uint8    // egress traffic class (0..NumClasses-1), set at each hop from DSCP
+	Flags   uint8
+	InPort  int32 // ingress port index at the current switch (PFC accounting)
+	// The fields above are what every hop reads (one cache line).
+
+	SentAt  sim.Time // when the source put it on the wire
 	TraceID uint64   // caller's tag, carried unchanged
 
 	pool *Pool
 	buf  []byte
-	next *Packet // intrusive FIFO link (queues, links)
+	_    [16]byte // 128 bytes: a size class whose objects start a cache line
 }
 
 // Release returns p to its pool. p must not be used afterwards.

@@ -7,7 +7,7 @@ import (
 )
 
 // RankLinks makes every link deliver its frames as ranked loop events
-// (sim.Loop.ScheduleRanked, rank = the link's position in Links + 1): frames
+// (sim.Loop.PostRanked, rank = the link's position in Links + 1): frames
 // arriving at time t are received before anything else happening at t, in
 // link order, instead of in the order they were sent. That order does not
 // depend on how the fabric is cut into partitions, which is what makes a
@@ -24,8 +24,8 @@ func (t *Topology) RankLinks() {
 
 // Partitioning is a fabric cut into partitions, each driven by its own
 // loop and packet pool, for a parallel run (sim.Parallel). Frames on a cut
-// link (one joining two partitions) leave the sending partition at the end
-// of their serialization and are handed to the receiving one between
+// link (one joining two partitions) leave the sending partition when their
+// serialization starts (with their arrival time) and are handed to the receiving one between
 // windows; every other object is touched by its own partition only.
 type Partitioning struct {
 	Topo  *Topology
@@ -250,7 +250,7 @@ func (pt *Partitioning) Deliver(p int, w uint64) {
 			}
 			l := x.l
 			l.inflight.push(x.p)
-			loop.ScheduleRanked(x.at, l, 0, l.rank)
+			loop.PostRanked(x.at, l, 0, l.rank)
 			(*box)[i] = xframe{}
 		}
 		*box = (*box)[:0]

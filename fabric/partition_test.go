@@ -82,11 +82,12 @@ func (g *genHost) pump(pt *Port) {
 }
 
 type partRun struct {
-	csv    []byte
-	logs   [][]string
-	events uint64
-	end    sim.Time
-	cross  uint64
+	prefetched uint64
+	csv        []byte
+	logs       [][]string
+	events     uint64
+	end        sim.Time
+	cross      uint64
 }
 
 // runPartitioned builds the fabric, cuts it into parts (0: not cut, not
@@ -94,6 +95,7 @@ type partRun struct {
 func runPartitioned(t *testing.T, build func(*sim.Loop) (*Topology, error), parts, workers, frames int) partRun {
 	t.Helper()
 	loop := sim.NewLoop(sim.Options{Seed: 3})
+	loop.SetPrefetch(!prefetchOff)
 	topo, err := build(loop)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +134,7 @@ func runPartitioned(t *testing.T, build func(*sim.Loop) (*Topology, error), part
 	var r partRun
 	if pt == nil {
 		loop.Run()
-		r.events, r.end = loop.Executed(), loop.Now()
+		r.events, r.end, r.prefetched = loop.Executed(), loop.Now(), loop.Prefetched()
 		if topo.Pool.Live != 0 {
 			t.Fatalf("%d packets leaked", topo.Pool.Live)
 		}
@@ -143,6 +145,7 @@ func runPartitioned(t *testing.T, build func(*sim.Loop) (*Topology, error), part
 		}
 		par.Run(workers)
 		r.events, r.end, r.cross = par.Executed(), par.Now(), pt.CrossFrames()
+		r.prefetched = loop.Prefetched()
 		if pt.Live() != 0 {
 			t.Fatalf("%d packets leaked", pt.Live())
 		}
@@ -160,6 +163,9 @@ func runPartitioned(t *testing.T, build func(*sim.Loop) (*Topology, error), part
 	}
 	return r
 }
+
+// prefetchOff runs runPartitioned's single loop without Prefetch calls.
+var prefetchOff bool
 
 func fatTree4(loop *sim.Loop) (*Topology, error) {
 	o := DefaultOptions(ForwardECMP)

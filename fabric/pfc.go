@@ -36,9 +36,7 @@ func (pt *Port) SendPause(c uint8, quanta uint16) {
 		pt.Counters.PauseTx++
 	}
 	pt.ctrl.push(p)
-	if !pt.busy {
-		pt.startNext()
-	}
+	pt.kick()
 }
 
 func (pt *Port) handleMACControl(p *Packet) {
@@ -61,9 +59,7 @@ func (pt *Port) pause(c uint8, quanta uint16) {
 		pt.Counters.ResumeRx++
 		pt.q().pausedUntil[c] = 0
 		pt.paused &^= 1 << c
-		if !pt.busy {
-			pt.startNext()
-		}
+		pt.kick()
 		return
 	}
 	pt.Counters.PauseRx++
@@ -135,7 +131,7 @@ func (a *IngressAccounting) armRefresh(in int32, c uint8) {
 	pt := a.ports[in]
 	var rem uint64
 	half := serializationTime(MaxQuanta*64/2, pt.Tx.Rate, &rem)
-	a.loop.Schedule(a.loop.Now()+half, a, uint64(in)<<8|uint64(c))
+	a.loop.Post(a.loop.Now()+half, a, uint64(in)<<8|uint64(c))
 }
 
 // OnEvent renews a pause that is still needed.
@@ -169,7 +165,7 @@ func (pt *Port) watchdogSawPause(c uint8) {
 	if w.armed&(1<<c) == 0 && w.stormed&(1<<c) == 0 {
 		w.armed |= 1 << c
 		w.txSnap[c] = pt.QCounters[c].TxPackets
-		pt.loop.Schedule(pt.loop.Now()+sim.Time(pt.cfg.PFC.Detection), pt, uint64(c)<<8|evWatchdog)
+		pt.loop.Post(pt.loop.Now()+sim.Time(pt.cfg.PFC.Detection), pt, uint64(c)<<8|evWatchdog)
 	}
 }
 
@@ -183,7 +179,7 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 			pt.Counters.StormsRestored++
 			return
 		}
-		pt.loop.Schedule(w.lastPause[c]+sim.Time(cfg.Restoration), pt, 1<<16|uint64(c)<<8|evWatchdog)
+		pt.loop.Post(w.lastPause[c]+sim.Time(cfg.Restoration), pt, 1<<16|uint64(c)<<8|evWatchdog)
 		return
 	}
 	w.armed &^= 1 << c
@@ -193,7 +189,7 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 		if now < pq.pausedUntil[c] { // still paused but moving: keep watching
 			w.armed |= 1 << c
 			w.txSnap[c] = pq.qc[c].TxPackets
-			pt.loop.Schedule(now+sim.Time(cfg.Detection), pt, uint64(c)<<8|evWatchdog)
+			pt.loop.Post(now+sim.Time(cfg.Detection), pt, uint64(c)<<8|evWatchdog)
 		}
 		return
 	}
@@ -214,8 +210,6 @@ func (pt *Port) watchdogCheck(c uint8, restore bool) {
 			pt.drop(p, DropWatchdog)
 		}
 	}
-	pt.loop.Schedule(now+sim.Time(cfg.Restoration), pt, 1<<16|uint64(c)<<8|evWatchdog)
-	if !pt.busy {
-		pt.startNext()
-	}
+	pt.loop.Post(now+sim.Time(cfg.Restoration), pt, 1<<16|uint64(c)<<8|evWatchdog)
+	pt.kick()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
@@ -89,11 +90,11 @@ var DropReasonNames = [numDropReasons]string{"buffer", "trim_queue", "pfc_headro
 // PortCounters count one port's traffic in both directions.
 type PortCounters struct {
 	TxPackets, TxBytes, RxPackets, RxBytes uint64
+	MaxQueueBytes                          int
 	Drops                                  [numDropReasons]uint64
 	ECNMarks, Trims                        uint64
 	PauseTx, ResumeTx, PauseRx, ResumeRx   uint64
 	StormsDetected, StormsRestored         uint64
-	MaxQueueBytes                          int
 }
 
 // QueueCounters count one egress traffic class.
@@ -114,46 +115,57 @@ const (
 // scheduler, serialization onto Tx) and the ingress side (frames from the
 // peer's link, PFC frames). A Device owns it.
 type Port struct {
-	// The fields are ordered by use: the first cache line holds what a
-	// NIC's engine reads on every send (link, peer, queued bytes), the next
-	// two what the forwarding path touches, then the counters.
+	// The fields are ordered by use, so that the few cache lines a frame
+	// touches at a million-port scale are adjacent and can be prefetched
+	// (prefetchHot): line 0 is what admission and transmission read, line
+	// 1 the device hooks and optional features, line 2 the control queue,
+	// line 3 the hot counters. The struct is a multiple of 64 bytes (a
+	// switch's ports are one slab, so every port starts a line).
 
-	Tx       *Link      // outgoing direction of the cable
-	Peer     *Port      // the other end
-	bytes    int        // data-class bytes held against BufferBytes
-	hdrBytes int        // bytes in the control and trimmed classes
-	ctrl     packetFIFO // MAC control frames: sent before any class
-
-	cfg  *PortConfig
-	loop *sim.Loop
-	cur  *Packet
-	pq   *portQueues // counters and pause state: nil until first needed
-	// queues are the class queues; qmask bit c: queues[c] is not empty;
-	// paused bit c: pq.pausedUntil[c] was set (it may have passed).
-	queues [NumClasses]packetFIFO
+	Tx        *Link       // outgoing direction of the cable
+	cfg       *PortConfig //
+	loop      *sim.Loop
+	pq        *portQueues // counters and pause state: nil until first needed
+	bytes     int         // data-class bytes held against BufferBytes
+	hdrBytes  int         // bytes in the control and trimmed classes
+	busyUntil sim.Time    // when the frame on the wire ends its serialization
+	// qmask bit c: queues[c] is not empty; paused bit c:
+	// pq.pausedUntil[c] was set (it may have passed).
 	qmask  uint8
 	paused uint8
+	// txPending: an evTxDone is posted for busyUntil. A switch port whose
+	// queue empties needs no such event: the next frame to arrive starts at
+	// once or posts one (see kick), so an idle port costs one event per
+	// frame.
+	txPending  bool
+	HostFacing bool  // a switch port facing a NIC (last hop)
+	Index      int32 // index within the owning device
+
 	rem    uint64
+	Owner  Device
+	Notify TxReadyNotifier
 	acct   *IngressAccounting // the owning switch's PFC state; nil at NICs
 	wd     *watchdog
 	tap    *pcap.Writer
 
-	Owner      Device
-	Notify     TxReadyNotifier
-	busy       bool
-	HostFacing bool  // a switch port facing a NIC (last hop)
-	Index      int32 // index within the owning device
-	rng        sim.FastRand
-	pool       *Pool
+	ctrl packetFIFO // MAC control frames: sent before any class
+	Peer *Port      // the other end
+	pool *Pool
 	// QCounters count each egress class. Until the port first queues a
 	// frame it points at a shared array of zeros (never written).
 	QCounters *[NumClasses]QueueCounters
+	wakeAt    sim.Time
 
 	Counters PortCounters
-	wakeAt   sim.Time
+	queues   [NumClasses]packetFIFO // the class queues
+	rng      sim.FastRand
 	Name     string
 	MAC      [6]byte
+	_        [portPad]byte
 }
+
+// portPad rounds Port up to a multiple of 64 bytes (TestPortLayout).
+const portPad = 58
 
 // portQueues is the egress state a port needs only once traffic reaches
 // it: allocated on first use, so a million-port fabric whose ports mostly
@@ -236,7 +248,68 @@ func (pt *Port) ClassBytes(c int) int {
 }
 
 // Busy reports whether a frame is being serialized.
-func (pt *Port) Busy() bool { return pt.busy }
+func (pt *Port) Busy() bool { return pt.loop.Now() < pt.busyUntil }
+
+// prefetchHot prefetches the cache lines every frame through the port
+// touches (see the field order of Port).
+func (pt *Port) prefetchHot() {
+	prefetch2(unsafe.Pointer(pt))
+	sim.PrefetchLine(unsafe.Pointer(&pt.Counters))
+}
+
+// prefetchClass prefetches what queueing a frame of class c and sending
+// the next one touch: the class queue, its counters, the outgoing link.
+// The port's hot lines must be cached (prefetchHot, a stage earlier).
+func (pt *Port) prefetchClass(c uint8) {
+	if c >= NumClasses {
+		return
+	}
+	sim.PrefetchLine(unsafe.Pointer(&pt.queues[c]))
+	if pq := pt.pq; pq != nil {
+		sim.PrefetchLine(unsafe.Pointer(&pq.qc[c]))
+	}
+	if l := pt.Tx; l != nil {
+		prefetch2(unsafe.Pointer(l))
+	}
+}
+
+// Prefetch implements sim.Prefetcher for the end of a frame's
+// serialization: the port, then the next frame's queue and link, then the
+// next frame.
+func (pt *Port) Prefetch(stage int, arg uint64) {
+	if arg&0xff != evTxDone {
+		return
+	}
+	switch stage {
+	case 2:
+		pt.prefetchHot()
+		sim.PrefetchLine(unsafe.Pointer(&pt.ctrl))
+	case 4:
+		if m := pt.qmask; m != 0 {
+			pt.prefetchClass(uint8(bits.Len8(m) - 1))
+		}
+	case 5:
+		if m := pt.qmask; m != 0 {
+			if p := pt.queues[bits.Len8(m)-1].head; p != nil {
+				sim.PrefetchLine(unsafe.Pointer(p))
+			}
+		}
+	}
+}
+
+// kick starts the next frame if the port is idle, or makes sure the end of
+// the current one will.
+func (pt *Port) kick() {
+	if pt.txPending {
+		return
+	}
+	if pt.loop.Now() >= pt.busyUntil {
+		pt.startNext()
+		return
+	}
+	pt.txPending = true
+	pt.loop.Post(pt.busyUntil, pt, evTxDone)
+}
 
 // Paused reports whether class c is paused by PFC now.
 func (pt *Port) Paused(c int) bool {
@@ -316,9 +389,7 @@ func (pt *Port) Enqueue(p *Packet) {
 	if tot := pt.bytes + pt.hdrBytes; tot > pt.Counters.MaxQueueBytes {
 		pt.Counters.MaxQueueBytes = tot
 	}
-	if !pt.busy {
-		pt.startNext()
-	}
+	pt.kick()
 }
 
 // redMark draws RED's marking decision for a queue holding q bytes.
@@ -406,41 +477,44 @@ func (pt *Port) startNext() {
 		if p == nil {
 			if wake != 0 && (pt.wakeAt <= now || wake < pt.wakeAt) {
 				pt.wakeAt = wake
-				pt.loop.Schedule(wake, pt, evPauseExpired)
+				pt.loop.Post(wake, pt, evPauseExpired)
 			}
 			return
 		}
 	}
-	pt.busy = true
-	pt.cur = p
+	if now > pt.busyUntil {
+		// The sub-nanosecond remainder only keeps back-to-back frames at
+		// exact line rate; a frame after an idle gap starts afresh.
+		pt.rem = 0
+	}
 	if pt.tap != nil {
 		pt.tap.WritePacket(int64(now), p.Data, p.WireLen-FCSLen)
 	}
-	t := serializationTime(p.WireLen+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
-	pt.loop.Schedule(now+t, pt, evTxDone)
+	done := now + serializationTime(p.WireLen+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
+	pt.busyUntil = done
+	pt.Counters.TxPackets++
+	pt.Counters.TxBytes += uint64(p.WireLen)
+	// The frame is committed to the wire: the link takes it now and
+	// delivers it a propagation delay after its last bit (done).
+	pt.Tx.transmit(p, done)
+	if pt.Notify != nil || pt.qmask != 0 || pt.ctrl.n > 0 {
+		pt.txPending = true
+		pt.loop.Post(done, pt, evTxDone)
+	}
 }
 
 // OnEvent handles the port's own events.
 func (pt *Port) OnEvent(arg uint64) {
 	switch arg & 0xff {
 	case evTxDone:
-		p := pt.cur
-		pt.cur, pt.busy = nil, false
-		pt.Counters.TxPackets++
-		pt.Counters.TxBytes += uint64(p.WireLen)
-		pt.Tx.transmit(p)
+		pt.txPending = false
 		pt.startNext()
-		if !pt.busy {
-			// The sub-nanosecond remainder only keeps back-to-back frames at
-			// exact line rate; a frame after an idle gap starts afresh.
-			pt.rem = 0
-		}
 		if pt.Notify != nil {
 			pt.Notify.TxReady(pt)
 		}
 	case evPauseExpired:
-		if !pt.busy && pt.loop.Now() >= pt.wakeAt {
-			pt.startNext()
+		if pt.loop.Now() >= pt.wakeAt {
+			pt.kick()
 		}
 	case evWatchdog:
 		pt.watchdogCheck(uint8(arg>>8), arg>>16&1 == 1)

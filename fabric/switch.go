@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/vcluster/vcluster/sim"
 )
@@ -158,25 +159,69 @@ func (s *Switch) inHole(p *Packet) bool {
 // left by 16 bits and look the new top /48 up.
 func (s *Switch) usidNext(p *Packet) int32 {
 	dst := p.Data[offIPv6Dst : offIPv6Dst+16]
-	if binary.BigEndian.Uint32(dst) != USIDBlock || binary.BigEndian.Uint16(dst[4:]) != s.USID {
+	if !s.ownsTopUSID(dst) {
 		return -1
 	}
+	slot := s.usidSlot(binary.BigEndian.Uint16(dst[6:]))
 	copy(dst[4:14], dst[6:16])
 	dst[14], dst[15] = 0, 0
 	s.Counters.USIDShifts++
-	next := binary.BigEndian.Uint16(dst[4:])
+	if slot == nil {
+		return -1 // no such next hop, or the argument is exhausted
+	}
+	return *slot
+}
+
+// ownsTopUSID reports whether the active uSID of dst is this switch's.
+func (s *Switch) ownsTopUSID(dst []byte) bool {
+	return binary.BigEndian.Uint32(dst) == USIDBlock && binary.BigEndian.Uint16(dst[4:]) == s.USID
+}
+
+// usidSlot returns the table entry (egress port, or -1) of the uSID next,
+// or nil when next names nothing this switch can reach.
+func (s *Switch) usidSlot(next uint16) *int32 {
 	if next == 0 {
-		return -1 // argument exhausted at a switch: the path ends nowhere
+		return nil
 	}
 	plane, typ, idx := SplitUSID(next)
 	if plane != s.Plane {
-		return -1
+		return nil
 	}
 	t := s.usidPorts[typ]
 	if idx >= len(t) {
-		return -1
+		return nil
 	}
-	return t[idx]
+	return &t[idx]
+}
+
+// prefetchEgress is the uSID part of Link.Prefetch (stages 3 to 5) for
+// frame p arriving at s: only reads, no shift.
+func (s *Switch) prefetchEgress(stage int, p *Packet) {
+	if len(p.Data) < offL4 {
+		return
+	}
+	dst := p.Data[offIPv6Dst : offIPv6Dst+16]
+	if !s.ownsTopUSID(dst) {
+		return
+	}
+	slot := s.usidSlot(binary.BigEndian.Uint16(dst[6:]))
+	if slot == nil {
+		return
+	}
+	if stage == 3 {
+		sim.PrefetchLine(unsafe.Pointer(slot))
+		return
+	}
+	out := *slot
+	if out < 0 || int(out) >= len(s.slab) {
+		return
+	}
+	op := &s.slab[out]
+	if stage == 4 {
+		op.prefetchHot()
+		return
+	}
+	op.prefetchClass(op.cfg.Classes[p.DSCP()])
 }
 
 // fibNext looks the destination host address up: own subnet → the host's

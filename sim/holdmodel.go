@@ -32,7 +32,7 @@ func NewHoldModel(seed uint64, pending int) *HoldModel {
 // OnEvent schedules the successor.
 func (h *HoldModel) OnEvent(arg uint64) {
 	h.i++
-	h.L.Schedule(h.L.now+h.delays[h.i&(len(h.delays)-1)], h, arg)
+	h.L.Post(h.L.now+h.delays[h.i&(len(h.delays)-1)], h, arg)
 }
 
 // Steps runs n events.
