@@ -58,9 +58,11 @@ func CheckParallel(c config.Config) error {
 // times. Run the cluster with its Run/RunWhile/Now/Executed methods, not
 // through Loop: Loop is nil when parts > 1 (each host runs on its
 // partition's loop, Hosts[h].Loop()). Workloads must keep to what a
-// partition can do on its own — transfers between hosts, started before
-// the run; controllers that act on several hosts at once (collectives,
-// fault plans, Clustermapper) are not supported.
+// partition can do on its own: transfers between hosts and collectives
+// (package collectives runs each rank on its host's loop), started
+// between runs (see Sync); controllers that act on several hosts in the
+// middle of a run (fault plans, Clustermapper, queue samplers) are not
+// supported.
 func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if err := CheckParallel(c); err != nil {
 		return nil, err
@@ -148,6 +150,47 @@ func (c *Cluster) Now() sim.Time {
 		return c.par.run.Now()
 	}
 	return c.Loop.Now()
+}
+
+// NewForWorkers builds the cluster for workers goroutines: New (the
+// classic single loop) for workers ≤ 0, otherwise NewPartitioned with
+// 4×workers partitions (at most one per pod or T0). Results do not depend
+// on the count; smaller partitions run faster even on one worker (smaller
+// event queues) and let a worker take over the partitions of one the
+// machine holds back.
+func NewForWorkers(c config.Config, workers int) (*Cluster, error) {
+	if workers <= 0 {
+		return New(c, nil)
+	}
+	return NewPartitioned(c, min(4*workers, MaxPartitions(c)), workers)
+}
+
+// Sync brings every partition's loop to the cluster's Now and returns
+// that time; for a classic cluster it only returns Loop.Now. Call it
+// between runs, before starting work from outside the loop (posting,
+// connecting, scheduling): after a partitioned run each loop's clock
+// stands at its own latest event, which depends on which hosts share the
+// partition, so work started from outside would otherwise see a
+// different time on each host for each partition count. After Sync every
+// host sees the same time, the latest event run anywhere, and nothing is
+// pending before it (a run ends at a window boundary, after every event
+// before it). A loop that still holds events at or before that time (only
+// before the first run) is left alone.
+func (c *Cluster) Sync() sim.Time {
+	if c.par == nil {
+		return c.Loop.Now()
+	}
+	t := c.par.run.Now()
+	for _, l := range c.par.parts.Loops {
+		if l.Now() >= t {
+			continue
+		}
+		if b, ok := l.NextBound(); ok && b <= t {
+			continue
+		}
+		l.RunUntil(t) // runs nothing: only sets the clock
+	}
+	return t
 }
 
 // Executed returns the number of events run.

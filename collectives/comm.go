@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
@@ -30,10 +31,20 @@ type Options struct {
 // Comm is a communicator: ranks on virtual hosts, their registered
 // buffers, the connections between them (transport.qpsPerConnection QPs
 // per pair of ranks that talk, made on first use), and the runtime that
-// executes plans on the cluster's loop. The transport is the cluster's:
-// nothing here knows whether it is MRC or RoCE.
+// executes plans on the cluster. The transport is the cluster's: nothing
+// here knows whether it is MRC or RoCE.
+//
+// On a partitioned cluster (cluster.NewPartitioned) every rank runs on
+// its host's loop: its completions, steps and timed reductions are events
+// of its host's partition only, and what the ranks share — the count of
+// busy ranks, the failure flag — is atomic and read by the coordinator
+// between windows. Plans are launched between runs, after cluster.Sync, at
+// the latest time any partition reached; results are identical for any
+// number of partitions and workers.
 type Comm struct {
-	C        *cluster.Cluster
+	C *cluster.Cluster
+	// Loop is the cluster's single loop (nil on a cluster cut into several
+	// partitions: ranks run on their hosts' loops).
 	Loop     *sim.Loop
 	opt      Options
 	ranks    []*rank
@@ -42,8 +53,9 @@ type Comm struct {
 	trace    *Trace
 
 	// the phase being executed
-	running int // ranks still busy
-	err     error
+	running atomic.Int64 // ranks still busy (decremented on their partitions)
+	failed  atomic.Bool  // some rank recorded an error
+	end     sim.Time     // when the last rank of the latest wait finished
 }
 
 // channel is one QP from a rank to a peer.
@@ -56,6 +68,7 @@ type channel struct {
 // is executing.
 type rank struct {
 	id, host int
+	loop     *sim.Loop // the host's loop (its partition's)
 	bufs     [numBufs]*verbs.MR
 	peers    map[int][]channel
 
@@ -74,6 +87,10 @@ type rank struct {
 	wrSeq    uint64
 	sends    map[uint64]sendRec // trace: write in flight by WR id
 	label    string
+	end      sim.Time // when the program finished (last completion)
+	err      error    // the rank's first failure in this phase
+	errAt    sim.Time
+	events   []traceEvent // trace events, on a partitioned cluster
 }
 
 type sendRec struct {
@@ -108,7 +125,7 @@ func New(c *cluster.Cluster, opt Options) (*Comm, error) {
 			return nil, fmt.Errorf("collectives: rank %d on host %d: no such host or host used twice", i, h)
 		}
 		seen[h] = true
-		m.ranks = append(m.ranks, &rank{id: i, host: h, peers: map[int][]channel{}, arrived: map[uint64]int32{}})
+		m.ranks = append(m.ranks, &rank{id: i, host: h, loop: c.Hosts[h].Loop(), peers: map[int][]channel{}, arrived: map[uint64]int32{}})
 	}
 	if opt.Trace {
 		m.trace = newTrace(m)
@@ -176,35 +193,54 @@ func (m *Comm) prepare(p Plan, members []int, send, recv uint64) error {
 	return nil
 }
 
+// now is the time plans start at: the cluster's time, with every
+// partition's loop brought to it (cluster.Sync), so that connections and
+// posts made from here see the same time on every host.
+func (m *Comm) now() sim.Time { return m.C.Sync() }
+
 // launch starts plan p on the comm ranks members (plan rank i is comm
-// rank members[i]) at the current time. Several plans over disjoint ranks
-// may be launched before wait.
-func (m *Comm) launch(p Plan, members []int, label string) {
-	now := m.Loop.Now()
+// rank members[i]) at time now (m.now()). Several plans over disjoint
+// ranks may be launched before wait.
+func (m *Comm) launch(p Plan, members []int, label string, now sim.Time) {
 	for pr, steps := range p.Steps {
 		r := m.ranks[members[pr]]
-		r.prog, r.members, r.pc, r.active, r.start, r.label = steps, members, 0, true, now, label
-		m.running++
+		r.prog, r.members, r.pc, r.active, r.start, r.label, r.end = steps, members, 0, true, now, label, now
+		m.running.Add(1)
 	}
 	for pr := range p.Steps {
 		m.advance(m.ranks[members[pr]])
 	}
 }
 
-// wait runs the loop until every launched rank has finished its program
-// and all its writes completed, or something failed.
+// wait runs the cluster until every launched rank has finished its
+// program and all its writes completed, or something failed, and sets
+// m.end to the time the last rank finished. A partitioned cluster checks
+// between windows and stops at the first window boundary after that (the
+// cluster's Now is then a little later than m.end; the classic loop stops
+// at the finishing event itself).
 func (m *Comm) wait() error {
-	m.Loop.RunWhile(func() bool { return m.running > 0 && m.err == nil })
-	if m.err != nil {
-		err := m.err
-		m.err = nil
+	m.end = 0
+	m.C.RunWhile(func() bool { return m.running.Load() > 0 && !m.failed.Load() })
+	for _, r := range m.ranks {
+		m.end = max(m.end, r.end)
+	}
+	if m.failed.Load() {
+		// The earliest failure (then the lowest rank): the same one
+		// whichever partition noticed first.
+		var first *rank
+		for _, r := range m.ranks {
+			if r.err != nil && (first == nil || r.errAt < first.errAt) {
+				first = r
+			}
+		}
+		err := first.err
 		m.reset()
 		return err
 	}
-	if m.running > 0 {
+	if m.running.Load() > 0 {
 		for _, r := range m.ranks {
 			if r.active {
-				err := fmt.Errorf("collectives: stalled at %v: rank %d at step %d of %d (%d writes in flight)", m.Loop.Now(), r.id, r.pc, len(r.prog), r.inflight)
+				err := fmt.Errorf("collectives: stalled at %v: rank %d at step %d of %d (%d writes in flight)", m.C.Now(), r.id, r.pc, len(r.prog), r.inflight)
 				if r.pc < len(r.prog) {
 					s := r.prog[r.pc]
 					err = fmt.Errorf("%w, %s peer %d tag %d", err, s.Kind, r.members[s.Peer], s.Tag)
@@ -219,10 +255,19 @@ func (m *Comm) wait() error {
 
 func (m *Comm) reset() {
 	for _, r := range m.ranks {
-		r.active, r.prog, r.busy, r.waiting = false, nil, false, false
+		r.active, r.prog, r.busy, r.waiting, r.err = false, nil, false, false, nil
 		clear(r.arrived)
 	}
-	m.running = 0
+	m.running.Store(0)
+	m.failed.Store(false)
+}
+
+// fail records r's first error (on r's loop) and tells the coordinator.
+func (m *Comm) fail(r *rank, err error) {
+	if r.err == nil {
+		r.err, r.errAt = err, r.loop.Now()
+		m.failed.Store(true)
+	}
 }
 
 func key(peer int, tag uint32) uint64 { return uint64(peer)<<32 | uint64(tag) }
@@ -230,8 +275,8 @@ func key(peer int, tag uint32) uint64 { return uint64(peer)<<32 | uint64(tag) }
 // handler is the CQ handler of r's QPs to comm rank peer.
 func (m *Comm) handler(r *rank, peer int) func(verbs.Completion) {
 	return func(x verbs.Completion) {
-		if x.Status != verbs.StatusOK && m.err == nil {
-			m.err = fmt.Errorf("collectives: rank %d ↔ rank %d: %v %v", r.id, peer, x.Op, x.Status)
+		if x.Status != verbs.StatusOK {
+			m.fail(r, fmt.Errorf("collectives: rank %d ↔ rank %d: %v %v", r.id, peer, x.Op, x.Status))
 		}
 		if x.Op == verbs.OpRecvImm {
 			r.arrived[key(peer, x.Imm)]++
@@ -278,20 +323,21 @@ func (m *Comm) advance(r *rank) {
 func (m *Comm) finishCheck(r *rank) {
 	if r.active && !r.inAdv && r.pc == len(r.prog) && r.inflight == 0 {
 		r.active = false
-		m.running--
+		r.end = r.loop.Now()
+		m.running.Add(-1)
 		if m.trace != nil {
-			m.trace.span(r, r.label, r.start, m.Loop.Now(), nil)
+			m.trace.span(r, r.label, r.start, r.end, nil)
 		}
 	}
 }
 
 func (m *Comm) run(r *rank) {
-	for r.pc < len(r.prog) && !r.busy && m.err == nil {
+	for r.pc < len(r.prog) && !r.busy && r.err == nil {
 		s := &r.prog[r.pc]
 		switch s.Kind {
 		case Write:
 			if err := m.post(r, s); err != nil {
-				m.err = err
+				m.fail(r, err)
 				return
 			}
 			r.pc++
@@ -299,17 +345,17 @@ func (m *Comm) run(r *rank) {
 			k := key(r.members[s.Peer], s.Tag)
 			if r.arrived[k] == 0 {
 				if !r.waiting {
-					r.waiting, r.waitFrom = true, m.Loop.Now()
+					r.waiting, r.waitFrom = true, r.loop.Now()
 				}
 				return
 			}
 			r.arrived[k]--
 			if m.trace != nil {
-				from := m.Loop.Now()
+				from := r.loop.Now()
 				if r.waiting {
 					from = r.waitFrom
 				}
-				m.trace.span(r, "wait", from, m.Loop.Now(), map[string]any{"peer": r.members[s.Peer], "tag": s.Tag, "bytes": s.Len})
+				m.trace.span(r, "wait", from, r.loop.Now(), map[string]any{"peer": r.members[s.Peer], "tag": s.Tag, "bytes": s.Len})
 			}
 			r.waiting = false
 			r.pc++
@@ -319,10 +365,10 @@ func (m *Comm) run(r *rank) {
 				d := sim.Time(float64(s.Len) / m.opt.ReduceBps * 1e9)
 				if d > 0 {
 					r.busy = true
-					from := m.Loop.Now()
-					m.Loop.At(from+d, func() {
+					from := r.loop.Now()
+					r.loop.At(from+d, func() {
 						if m.trace != nil {
-							m.trace.span(r, s.Kind.String(), from, m.Loop.Now(), map[string]any{"bytes": s.Len})
+							m.trace.span(r, s.Kind.String(), from, r.loop.Now(), map[string]any{"bytes": s.Len})
 						}
 						r.busy = false
 						r.pc++
@@ -332,7 +378,7 @@ func (m *Comm) run(r *rank) {
 				}
 			}
 			if m.trace != nil {
-				m.trace.span(r, s.Kind.String(), m.Loop.Now(), m.Loop.Now(), map[string]any{"bytes": s.Len})
+				m.trace.span(r, s.Kind.String(), r.loop.Now(), r.loop.Now(), map[string]any{"bytes": s.Len})
 			}
 			r.pc++
 		}
@@ -359,7 +405,7 @@ func (m *Comm) post(r *rank, s *Step) error {
 		if r.sends == nil {
 			r.sends = map[uint64]sendRec{}
 		}
-		r.sends[wr.ID] = sendRec{at: m.Loop.Now(), peer: peer, tag: s.Tag, n: s.Len}
+		r.sends[wr.ID] = sendRec{at: r.loop.Now(), peer: peer, tag: s.Tag, n: s.Len}
 	}
 	r.inflight++
 	if err := ch.e.Post(ch.qpn, wr); err != nil {

@@ -4,7 +4,8 @@
 // transport.qpsPerConnection QPs, and one-sided WriteImm whose immediate
 // tags the message that landed. An Algorithm compiles to a Plan — one
 // program of steps (write, wait, reduce, copy) per rank — that the
-// runtime executes event-driven on the cluster's loop. Results are real
+// runtime executes event-driven on the cluster's loop (on a partitioned
+// cluster, each rank on its host's partition loop). Results are real
 // float32 sums checked against a direct computation; measurements follow
 // nccl-tests (time, algbw, busbw); the timeline exports as Chrome trace
 // events. See docs/collectives.md.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
@@ -27,6 +26,11 @@ func (allreduceLoss) Name() string { return "allreduce-loss" }
 func (allreduceLoss) Title() string {
 	return "ring all-reduce, MRC 1 QP vs RoCE 1 and 8 QPs, under random loss"
 }
+
+// SerialReason implements Partitionable: allreduceLoss runs collectives or transfers
+// only, started between runs, so it can run partitioned.
+func (allreduceLoss) SerialReason() string { return "" }
+
 func (allreduceLoss) TargetRows() []string {
 	return []string{"T2", "T3"}
 }
@@ -147,7 +151,7 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 					label = collectives.FormatBytes(size) + ", " + label
 				}
 				env.Point(len(cells), n, label)
-				c, err := cluster.New(cfg, nil)
+				c, err := env.NewCluster(cfg)
 				if err != nil {
 					return nil, err
 				}
@@ -173,7 +177,7 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 					cell.err = fmt.Errorf("%d wrong elements", cell.res.Wrong)
 				}
 				cell.frac = cell.res.BusBW / nic
-				res.Events += c.Loop.Executed()
+				res.Events += c.Executed()
 				c.Close()
 				env.logf("allreduce-loss: %-12s loss %-6g size %-5s busbw %6.2f GB/s %v\n", v.name, loss, collectives.FormatBytes(size), cell.res.BusBW, errText(cell.err))
 				cells = append(cells, cell)

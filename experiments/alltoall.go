@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
@@ -25,6 +24,11 @@ func (alltoall) Name() string { return "alltoall" }
 func (alltoall) Title() string {
 	return "pairwise all-to-all, MRC 1 QP vs RoCE 1 and 8 QPs, under random loss (and ring all-reduce beside it)"
 }
+
+// SerialReason implements Partitionable: alltoall runs collectives or transfers
+// only, started between runs, so it can run partitioned.
+func (alltoall) SerialReason() string { return "" }
+
 func (alltoall) TargetRows() []string { return []string{"T4"} }
 func (alltoall) ClusterSets() []string {
 	return []string{"fabric.preset=C", "fabric.hosts=16"}
@@ -64,7 +68,7 @@ type a2aCell struct {
 // runCollectiveCell runs one collective on a fresh cluster with Bernoulli
 // loss on every link.
 func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo string, size uint64, loss float64, events *uint64) (collectives.Result, int, error) {
-	c, err := cluster.New(cfg, nil)
+	c, err := env.NewCluster(cfg)
 	if err != nil {
 		return collectives.Result{}, 0, err
 	}
@@ -87,7 +91,7 @@ func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo stri
 	if err == nil && r.Check == collectives.CheckFailed {
 		err = fmt.Errorf("%d wrong elements", r.Wrong)
 	}
-	*events += c.Loop.Executed()
+	*events += c.Executed()
 	return r, m.Size(), err
 }
 

@@ -32,6 +32,12 @@ func (blastRadius) Name() string { return "blast-radius" }
 func (blastRadius) Title() string {
 	return "blast radius of one fault: capacity lost and nodes/planes touched, 8×100G vs 4×100G vs 1×800G"
 }
+
+// SerialReason implements Partitionable: blastRadius runs on the classic loop only.
+func (blastRadius) SerialReason() string {
+	return "every point is a fault drill (faults.Drill: the injector, Clustermapper probes and denylist pushes act on the whole fabric), with the receive rate read across all hosts at the window edges"
+}
+
 func (blastRadius) TargetRows() []string { return []string{"T8"} }
 func (blastRadius) ClusterSets() []string {
 	return mrcSets(1, "transport.payload=elided")

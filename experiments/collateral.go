@@ -33,6 +33,12 @@ func (collateral) Name() string { return "collateral" }
 func (collateral) Title() string {
 	return "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone"
 }
+
+// SerialReason implements Partitionable: collateral runs on the classic loop only.
+func (collateral) SerialReason() string {
+	return "one event starts the incast on every sender at once and a sampler reads the victim's counters every interval: both act on hosts of several partitions in the middle of a run"
+}
+
 func (collateral) TargetRows() []string { return []string{"T5"} }
 func (collateral) ClusterSets() []string {
 	return []string{"fabric.preset=D"}

@@ -28,6 +28,12 @@ func (dcqcnTuning) Name() string { return "dcqcn-tuning" }
 func (dcqcnTuning) Title() string {
 	return "15:1 RoCE incast with PFC, one flow joining per interval: DCQCN default vs more vs most aggressive"
 }
+
+// SerialReason implements Partitionable: dcqcnTuning runs on the classic loop only.
+func (dcqcnTuning) SerialReason() string {
+	return "its staggered flow starts are events of one loop that post on senders in several partitions, and a queue sampler polls the bottleneck port in the middle of the run"
+}
+
 func (dcqcnTuning) TargetRows() []string { return []string{"T6"} }
 func (dcqcnTuning) ClusterSets() []string {
 	return []string{"fabric.preset=D", "fabric.forwarding=ecmp", "transport.kind=roce", "transport.qpsPerConnection=1",

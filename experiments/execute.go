@@ -22,6 +22,11 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
+	if env.Parallel > 0 {
+		if why := SerialReason(e); why != "" {
+			return nil, fmt.Errorf("%s cannot run partitioned (--parallel): %s", e.Name(), why)
+		}
+	}
 	wall := wallclock.New()
 	r, err := e.Run(ctx, env)
 	if err != nil {
@@ -42,6 +47,7 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 		m.Status = fmt.Sprintf("experiment %s (%s) ran; checks: %s", e.Name(), env.Size, verdicts(r))
 	}
 	m.Seed = env.Config.Seed
+	m.Parallel = env.Parallel
 	m.Config = env.Config
 	return r, WriteManifest(dir, m)
 }

@@ -67,6 +67,40 @@ type Env struct {
 	// it about their points and clusters through Env.Point and Env.Watch,
 	// which do nothing when it is nil.
 	Observer Observer
+	// Parallel is --parallel: 0 builds classic single-loop clusters, N ≥ 1
+	// partitioned ones run on N goroutines (cluster.NewForWorkers), whose
+	// results are the same for every N. Only experiments whose
+	// SerialReason is empty take N ≥ 1 (Execute refuses the others).
+	Parallel int
+}
+
+// NewCluster builds the cluster for one point of a run: classic, or
+// partitioned with env.Parallel workers.
+func (e *Env) NewCluster(cfg config.Config) (*cluster.Cluster, error) {
+	n := 0
+	if e != nil {
+		n = e.Parallel
+	}
+	return cluster.NewForWorkers(cfg, n)
+}
+
+// Partitionable is implemented by experiments that say whether they can
+// run on a partitioned cluster (--parallel N ≥ 1).
+type Partitionable interface {
+	// SerialReason returns why the experiment must run on the classic
+	// single loop, or "" when its workload keeps to what partitions can do
+	// on their own: collectives and transfers, started between runs, with
+	// loss on links — no fault plans, samplers or other controllers that
+	// act on several partitions in the middle of a run.
+	SerialReason() string
+}
+
+// SerialReason returns why e cannot run partitioned, or "" when it can.
+func SerialReason(e Experiment) string {
+	if p, ok := e.(Partitionable); ok {
+		return p.SerialReason()
+	}
+	return "it does not declare that it can run partitioned"
 }
 
 // Observer follows a run for progress displays and metrics. Its methods

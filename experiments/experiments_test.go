@@ -37,9 +37,12 @@ func quickEnv(t *testing.T, e Experiment, sets ...string) *Env {
 // differently at quick size: findings reported in docs/experiments.md, not
 // tuned away. The test still asserts them — a listed check that starts to
 // pass fails the test, so the list and the docs stay true.
-var knownDiffers = map[string]string{
-	"flapping: job throughput drops by 12.5–50% while four links flap (the published −25% within a factor of two)": "flapping (T9): MRC loses 5–10%, not 25%",
-}
+//
+// Empty today: flapping's "drops by 12.5–50%" differs at default and full
+// size and at quick with seeds 2–4, but passes narrowly at quick with seed
+// 1 (−12.7%) since frames go onto the link when their serialization
+// starts; docs/experiments.md reports every size and seed.
+var knownDiffers = map[string]string{}
 
 func TestQuickRunsPass(t *testing.T) {
 	for _, name := range Names() {
@@ -168,7 +171,7 @@ func (r *recorder) Point(i, n int, label string) {
 }
 
 func (r *recorder) Watch(c *cluster.Cluster) {
-	if c == nil || c.Loop == nil {
+	if c == nil || (c.Loop == nil && c.Parallel() == nil) {
 		r.bad = append(r.bad, "Watch(nil)")
 	}
 	r.clusters++

@@ -25,6 +25,12 @@ func (failover) Name() string { return "failover" }
 func (failover) Title() string {
 	return "link on an active path cut mid-transfer: MRC bypass vs RoCE stall"
 }
+
+// SerialReason implements Partitionable: failover runs on the classic loop only.
+func (failover) SerialReason() string {
+	return "a fault plan (faults.Drill) cuts a link mid-transfer and a sampler reads throughput across the fabric: fault injection acts on the whole fabric"
+}
+
 func (failover) TargetRows() []string { return []string{"T7"} }
 func (failover) ClusterSets() []string {
 	return []string{"fabric.preset=C", "fabric.hosts=16"}

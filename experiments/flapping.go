@@ -30,6 +30,12 @@ func (flapping) Name() string { return "flapping" }
 func (flapping) Title() string {
 	return "four T0–T1 links flapping under a running all-reduce job: throughput during and after, QP failures"
 }
+
+// SerialReason implements Partitionable: flapping runs on the classic loop only.
+func (flapping) SerialReason() string {
+	return "a fault injector flaps links in the middle of the run and per-iteration sampling reads the whole fabric"
+}
+
 func (flapping) TargetRows() []string { return []string{"T9"} }
 func (flapping) ClusterSets() []string {
 	return append([]string{"fabric.preset=C", "fabric.hosts=16"}, mrcSets(1)...)

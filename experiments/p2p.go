@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/sim"
@@ -24,6 +23,11 @@ func (p2p) Name() string { return "p2p" }
 func (p2p) Title() string {
 	return "point-to-point latency (2 B) and write bandwidth, within one T0 and across T1"
 }
+
+// SerialReason implements Partitionable: p2p runs collectives or transfers
+// only, started between runs, so it can run partitioned.
+func (p2p) SerialReason() string { return "" }
+
 func (p2p) TargetRows() []string { return []string{"T1"} }
 func (p2p) ClusterSets() []string {
 	return []string{"fabric.preset=C", "fabric.hosts=16", "fabric.planes=8"}
@@ -61,7 +65,7 @@ var p2pVariants = []p2pVariant{
 // p2pOnce moves length bytes from a to b in writes of w bytes over one QP
 // and returns (one-way time to the WriteImm, goodput bps, line rate bps).
 func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *uint64) (sim.Time, float64, float64, error) {
-	c, err := cluster.New(cfg, nil)
+	c, err := env.NewCluster(cfg)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -81,8 +85,8 @@ func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *ui
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	c.Loop.RunWhile(func() bool { return !tr.Done() })
-	*events += c.Loop.Executed()
+	c.RunWhile(func() bool { return !tr.Done() })
+	*events += c.Executed()
 	if !tr.Done() || len(tr.Errors) > 0 {
 		return 0, 0, 0, fmt.Errorf("transfer %d B in %d B writes h%d→h%d did not complete (%d errors)", length, w, a, b, len(tr.Errors))
 	}

@@ -26,6 +26,11 @@ func (permutation) Name() string { return "permutation" }
 func (permutation) Title() string {
 	return "random permutation on a 2-tier Clos: ECMP (RoCE, 1 QP per flow) vs per-packet spraying (MRC)"
 }
+
+// SerialReason implements Partitionable: permutation runs collectives or transfers
+// only, started between runs, so it can run partitioned.
+func (permutation) SerialReason() string { return "" }
+
 func (permutation) TargetRows() []string { return []string{"fabric facts"} }
 func (permutation) ClusterSets() []string {
 	return []string{"fabric.preset=D"}
@@ -48,7 +53,7 @@ flows of all trials, and the worst flow.`
 }
 
 func permTrial(env *Env, cfg config.Config, perm []int, size uint64, events *uint64) ([]float64, error) {
-	c, err := cluster.New(cfg, nil)
+	c, err := env.NewCluster(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +71,7 @@ func permTrial(env *Env, cfg config.Config, perm []int, size uint64, events *uin
 		}
 		trs = append(trs, tr)
 	}
-	c.Loop.RunWhile(func() bool {
+	c.RunWhile(func() bool {
 		for _, t := range trs {
 			if !t.Done() {
 				return true
@@ -74,7 +79,7 @@ func permTrial(env *Env, cfg config.Config, perm []int, size uint64, events *uin
 		}
 		return false
 	})
-	*events += c.Loop.Executed()
+	*events += c.Executed()
 	line := float64(cfg.Fabric.HostLinkBps())
 	var out []float64
 	for i, t := range trs {

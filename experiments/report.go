@@ -40,7 +40,11 @@ type Manifest struct {
 	Events        uint64            `json:"events,omitempty"`
 	ChecksPassed  *bool             `json:"checksPassed,omitempty"`
 	Files         []string          `json:"files,omitempty"`
-	Config        config.Config     `json:"config"`
+	// Parallel is the run's --parallel: 0 the classic single loop, N ≥ 1
+	// a partitioned cluster on N goroutines (the same results for every
+	// N ≥ 1, slightly different from 0's).
+	Parallel int           `json:"parallel,omitempty"`
+	Config   config.Config `json:"config"`
 }
 
 // WriteManifest writes m as dir/manifest.json.

@@ -20,6 +20,7 @@ func newExperimentCmd() *cobra.Command {
 	var out, manifestPath string
 	var quick, full bool
 	var rf *runFlags
+	var parallel *int
 	cmd := &cobra.Command{
 		Use:   "experiment list | all | <name>",
 		Short: "Run a named experiment (or all of them) and write its report: results, plots, check against TARGETS",
@@ -36,7 +37,15 @@ from the published one is a finding.
 --manifest dir/manifest.json runs again exactly what that manifest recorded
 into --out (the name, if given, must match it); results.csv comes out
 byte-identical. Progress goes to stderr (a bar on a terminal, log lines
-otherwise); --metrics :9464 serves Prometheus metrics while it runs.`,
+otherwise); --metrics :9464 serves Prometheus metrics while it runs.
+
+--parallel N runs each cluster cut into partitions on N goroutines, for the
+experiments whose workload is collectives and transfers only (allreduce-loss,
+alltoall, p2p, permutation): results.csv is the same for every N ≥ 1 and
+differs slightly from the classic loop's (N = 0, the default). Experiments
+with fault plans, samplers or other controllers acting across the fabric in
+mid-run are refused with the reason (exit status 2). With --parallel the
+progress display and --metrics update between points only.`,
 		Example: `  vcluster experiment list
   vcluster experiment allreduce-loss --quick --out out/ar
   vcluster experiment allreduce-loss --set exp.size=128M --set exp.roceQPs=1,4,16
@@ -89,12 +98,12 @@ otherwise); --metrics :9464 serves Prometheus metrics while it runs.`,
 				}
 				es = append(es, e)
 			}
-			obs, stop, err := rf.startObserver(cmd.ErrOrStderr())
-			if err != nil {
+			if err := checkParallelExperiments(*parallel, es); err != nil {
 				return err
 			}
-			defer stop()
-			var differs []string
+			// Every configuration is resolved (and checked) before the
+			// first experiment runs.
+			var jobs []*job
 			for _, e := range es {
 				// The experiment's cluster settings go before the user's
 				// config file and --set.
@@ -106,19 +115,30 @@ otherwise); --metrics :9464 serves Prometheus metrics while it runs.`,
 				if err != nil {
 					return err
 				}
+				if err := checkParallelConfig(*parallel, cfg); err != nil {
+					return err
+				}
 				cfg.Output.Dir = outDir(out, cfg.Output.Dir, e.Name(), args[0] == "all")
 				p, err := experiments.ResolveParams(e, size, params)
 				if err != nil {
 					return usageError(err)
 				}
-				j := &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment")}
+				jobs = append(jobs, &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment"), parallel: *parallel})
+			}
+			obs, stop, err := rf.startObserver(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer stop()
+			var differs []string
+			for _, j := range jobs {
 				if err := j.runWith(cmd, obs); err != nil {
 					return err
 				}
 				fmt.Fprintln(w)
-				b, _ := readManifestPassed(cfg.Output.Dir)
+				b, _ := readManifestPassed(j.cfg.Output.Dir)
 				if !b {
-					differs = append(differs, e.Name())
+					differs = append(differs, j.e.Name())
 				}
 			}
 			if len(differs) > 0 {
@@ -132,6 +152,7 @@ otherwise); --metrics :9464 serves Prometheus metrics while it runs.`,
 	cmd.Flags().BoolVar(&full, "full", false, "full size")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
 	rf = addRunFlags(cmd)
+	parallel = addParallelFlag(cmd)
 	return cmd
 }
 

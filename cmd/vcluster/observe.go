@@ -85,13 +85,17 @@ func (o *observer) Point(i, n int, label string) {
 }
 
 // Watch implements experiments.Observer: it reads c's counters from the
-// loop's progress callback from now on.
+// loop's progress callback from now on. A partitioned cluster (--parallel)
+// runs on several goroutines and has no such callback: its events, time
+// and counters are read between points only (Point, Watch, End).
 func (o *observer) Watch(c *cluster.Cluster) {
 	o.fold()
 	o.cur = c
 	o.clusters++
-	o.curEvents, o.virtual = c.Loop.Executed(), c.Loop.Now()
-	c.Loop.OnProgress(progressEvery, o.progress)
+	o.curEvents, o.virtual = c.Executed(), c.Now()
+	if c.Parallel() == nil {
+		c.Loop.OnProgress(progressEvery, o.progress)
+	}
 	o.publish(true)
 }
 
@@ -110,7 +114,7 @@ func (o *observer) fold() {
 		return
 	}
 	o.base.add(readCounters(o.cur))
-	o.events += o.cur.Loop.Executed()
+	o.events += o.cur.Executed()
 	o.cur, o.curEvents, o.virtual = nil, 0, 0
 }
 

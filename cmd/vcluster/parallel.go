@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/experiments"
 )
 
 // addParallelFlag registers --parallel on cmd and returns where its value
@@ -15,56 +17,101 @@ import (
 // worker goroutines, whose results are the same for every N.
 func addParallelFlag(cmd *cobra.Command) *int {
 	n := new(int)
-	cmd.Flags().IntVar(n, "parallel", 0, "run the fabric cut into partitions (pods / T0 groups) on N goroutines; results are identical for every N ≥ 1 (0: the classic single loop)")
+	cmd.Flags().IntVar(n, "parallel", 0, "run the fabric cut into partitions (pods / T0 groups) on N goroutines; results are identical for every N ≥ 1 and differ slightly from the classic single loop's (0)")
 	return n
 }
 
-// rejectParallel refuses --parallel for a command whose workload needs one
-// place that acts on many hosts at once (collectives posting on remote
-// hosts, fault plans, Clustermapper probes, pings through netstack): such
-// work would cross partitions in the middle of a window.
-func rejectParallel(n int, what string) error {
+// rejectParallel refuses --parallel N ≥ 1 for a command that cannot run
+// partitioned; why says what and why (see unpartitioned).
+func rejectParallel(n int, why string) error {
 	if n <= 0 {
 		return nil
 	}
-	return usageError(fmt.Errorf("--parallel: %s cannot run partitioned (it acts on hosts of several partitions at once); only point-to-point transfers and permutations can", what))
+	return usageError(fmt.Errorf("--parallel: %s; run it without --parallel", why))
 }
 
 // parallelCluster builds the cluster for --parallel n: cluster.New for 0,
 // otherwise the partitioned cluster on n workers with 4n partitions (at
-// most one per pod or T0): results do not depend on the count, and
-// smaller partitions run faster even on one worker (smaller event queues)
-// and let a worker take over the partitions of one the machine holds
-// back.
+// most one per pod or T0; cluster.NewForWorkers).
 func parallelCluster(cfg config.Config, n int) (*cluster.Cluster, error) {
-	if n <= 0 {
-		return cluster.New(cfg, nil)
-	}
-	c, err := cluster.NewPartitioned(cfg, min(4*n, cluster.MaxPartitions(cfg)), n)
-	if err != nil {
+	c, err := cluster.NewForWorkers(cfg, n)
+	if err != nil && n > 0 {
 		return nil, usageError(err)
 	}
-	return c, nil
+	return c, err
+}
+
+// parallelNote is what a command's summary line says about how the
+// cluster ran ("" for the classic loop).
+func parallelNote(c *cluster.Cluster) string {
+	p := c.Parallel()
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf(", partitioned: %d partition(s) on %d goroutine(s)", len(p.Loops), p.Stats.Workers)
+}
+
+// checkParallelExperiments refuses --parallel n ≥ 1 (exit status 2) when
+// one of es cannot run partitioned (experiments.SerialReason), naming
+// each such experiment and the reason.
+func checkParallelExperiments(n int, es []experiments.Experiment) error {
+	if n <= 0 {
+		return nil
+	}
+	var bad []string
+	for _, e := range es {
+		if why := experiments.SerialReason(e); why != "" {
+			bad = append(bad, fmt.Sprintf("experiment %s cannot run partitioned: %s", e.Name(), why))
+		}
+	}
+	if len(bad) > 0 {
+		return usageError(fmt.Errorf("--parallel: %s; run it without --parallel (experiments that can: %s)", strings.Join(bad, "; "), strings.Join(partitionableExperiments(), ", ")))
+	}
+	return nil
+}
+
+// checkParallelConfig refuses --parallel n ≥ 1 (exit status 2) for a
+// configuration that cannot run partitioned (cluster.CheckParallel:
+// real-time pacing, pcap taps, TCP hosts).
+func checkParallelConfig(n int, cfg config.Config) error {
+	if n <= 0 {
+		return nil
+	}
+	if err := cluster.CheckParallel(cfg); err != nil {
+		return usageError(fmt.Errorf("--parallel: %w", err))
+	}
+	return nil
+}
+
+// partitionableExperiments lists the catalogue's experiments that can run
+// partitioned.
+func partitionableExperiments() []string {
+	var ok []string
+	for _, n := range experiments.Names() {
+		if e, _ := experiments.Lookup(n); experiments.SerialReason(e) == "" {
+			ok = append(ok, n)
+		}
+	}
+	return ok
 }
 
 // unpartitioned names the commands that simulate but cannot run
 // partitioned, and why; they take --parallel so that asking for it gets
-// the reason (exit status 2) instead of "unknown flag".
+// the reason (exit status 2) instead of "unknown flag". (run, experiment
+// and collective run partitioned: experiments say for themselves,
+// experiments.SerialReason.)
 var unpartitioned = map[string]string{
-	"run":        "the default experiment (ring all-reduce: collectives post on remote hosts; the preflight pings through netstack)",
-	"experiment": "experiments (collectives, fault plans and queue samplers act across partitions)",
-	"collective": "collectives (a rank's step posts work on other hosts)",
-	"drill":      "drills (the fault injector and Clustermapper act on the whole fabric)",
-	"ping":       "ping (netstack traffic shares one random stream across hosts)",
+	"drill": "drill cannot run partitioned: it runs a fault plan, and the fault injector, Clustermapper probes and denylist pushes act on the whole fabric in the middle of the run",
+	"ping":  "ping cannot run partitioned: its echoes go through the hosts' netstacks (gVisor), whose traffic shares one random stream across hosts",
 }
 
 // refuseParallel gives cmd a --parallel flag that only a value of 0
 // passes (see unpartitioned).
-func refuseParallel(cmd *cobra.Command, what string) {
+func refuseParallel(cmd *cobra.Command, why string) {
 	n := addParallelFlag(cmd)
 	prev := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
-		if err := rejectParallel(*n, what); err != nil {
+		if err := rejectParallel(*n, why); err != nil {
 			return err
 		}
 		if prev != nil {

@@ -64,8 +64,26 @@ func replay(cmd *cobra.Command, path, out, name string, rf *runFlags) error {
 	if preflight {
 		base.Command = "run"
 	}
+	// A partitioned run (manifest parallel ≥ 1) is replayed partitioned,
+	// with the recorded worker count unless --parallel says otherwise
+	// (results are the same for every N ≥ 1, not for 0 against N ≥ 1).
+	parallel := m.Parallel
+	if f := cmd.Flags().Lookup("parallel"); f != nil && f.Changed {
+		if parallel, err = cmd.Flags().GetInt("parallel"); err != nil {
+			return usageError(err)
+		}
+		if (parallel > 0) != (m.Parallel > 0) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s was run with --parallel %d, this replay uses --parallel %d: the classic loop (0) and partitioned runs (≥ 1) break equal-time ties differently, results may differ\n", path, m.Parallel, parallel)
+		}
+	}
+	if err := checkParallelExperiments(parallel, []experiments.Experiment{e}); err != nil {
+		return err
+	}
+	if err := checkParallelConfig(parallel, cfg); err != nil {
+		return err
+	}
 	j := &job{e: e, cfg: cfg, size: m.Size, params: m.Params, preflight: preflight,
-		head: "cluster " + clusterHead(cfg), m: base}
+		head: "cluster " + clusterHead(cfg), m: base, parallel: parallel}
 	fmt.Fprintf(cmd.ErrOrStderr(), "replaying %s: %s (%s), seed %d, into %s\n", path, e.Name(), m.Size, cfg.Seed, out)
 	return j.run(cmd, rf)
 }

@@ -27,6 +27,7 @@ func newRunCmd() *cobra.Command {
 	var out, manifestPath string
 	var quick, full bool
 	var rf *runFlags
+	var parallel *int
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the default job: a fabric check (pings), then the default experiment (ring all-reduce, MRC vs RoCE under loss)",
@@ -54,11 +55,18 @@ results.csv is byte-identical to the recorded run's.
 
 While it runs, stderr shows a progress bar on a terminal (log lines
 otherwise); --metrics :9464 serves the fabric and transport counters to
-Prometheus.`,
+Prometheus.
+
+--parallel N runs the experiment's clusters cut into partitions on N
+goroutines (results.csv is the same for every N ≥ 1 and differs slightly
+from the classic loop's, N = 0). The preflight pings go through the
+hosts' netstacks, which only the classic loop runs: the preflight keeps
+its own classic cluster.`,
 		Example: `  vcluster run
   vcluster run --quick --out out/quick
   vcluster run --manifest out/quick/manifest.json --out out/replay
-  vcluster run --metrics :9464`,
+  vcluster run --metrics :9464
+  vcluster run --quick --parallel 2`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if manifestPath != "" {
@@ -87,7 +95,13 @@ Prometheus.`,
 			if err != nil {
 				return usageError(err)
 			}
-			j := &job{e: e, cfg: cfg, size: size, params: p, preflight: true, m: baseManifest(cmd, cfg, "run")}
+			if err := checkParallelExperiments(*parallel, []experiments.Experiment{e}); err != nil {
+				return err
+			}
+			if err := checkParallelConfig(*parallel, cfg); err != nil {
+				return err
+			}
+			j := &job{e: e, cfg: cfg, size: size, params: p, preflight: true, m: baseManifest(cmd, cfg, "run"), parallel: *parallel}
 			return j.run(cmd, rf)
 		},
 	}
@@ -96,6 +110,7 @@ Prometheus.`,
 	cmd.Flags().BoolVar(&full, "full", false, "run the experiment at its full size")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
 	rf = addRunFlags(cmd)
+	parallel = addParallelFlag(cmd)
 	return cmd
 }
 
@@ -109,6 +124,7 @@ type job struct {
 	preflight bool              // vcluster run: the fabric check first
 	head      string            // cluster line of the report (without preflight)
 	m         manifest
+	parallel  int // --parallel: worker goroutines of partitioned clusters (0: classic loop)
 }
 
 // run writes the manifest (status "started") and config.yaml, runs the
@@ -127,9 +143,12 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
 	if err != nil {
 		return err
 	}
-	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Progress: obs.Log(), Observer: obs}
+	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Progress: obs.Log(), Observer: obs, Parallel: j.parallel}
 	head, before := j.head, []experiments.Section(nil)
 	if j.preflight {
+		// The preflight pings go through the hosts' netstacks, which only
+		// the classic loop runs: it builds its own classic cluster whatever
+		// --parallel says (the experiment's clusters are partitioned).
 		obs.Begin("preflight")
 		so, err := smokeRun(cmd.OutOrStdout(), obs, j.cfg)
 		obs.End()
@@ -138,6 +157,13 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
 		}
 		head, before = so.head, []experiments.Section{so.preflight}
 	}
+	if j.parallel > 0 {
+		head += "; partitioned clusters (--parallel ≥ 1: the same results for every N)"
+		if j.preflight {
+			head += ", the preflight on the classic loop"
+		}
+	}
+
 	obs.Begin(j.e.Name())
 	r, err := experiments.Execute(context.Background(), j.e, env, j.cfg.Output.Dir, head, before, m)
 	obs.End()

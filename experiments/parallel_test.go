@@ -1,0 +1,81 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The experiments that can run partitioned write byte-identical
+// results.csv for --parallel 1, 2 and 4 (and the manifest records the
+// mode); the others say why they cannot, and Execute refuses them.
+func TestParallelResultsIdentical(t *testing.T) {
+	cases := []struct {
+		name string
+		sets []string
+	}{
+		{"allreduce-loss", []string{"size=2M", "losses=0,0.01", "roceQPs=1", "payload=real"}},
+		{"alltoall", []string{"size=1M", "losses=0.01", "roceQPs=1", "payload=real"}},
+		{"permutation", nil},
+		{"p2p", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Lookup(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if why := SerialReason(e); why != "" {
+				t.Fatalf("%s cannot run partitioned: %s", tc.name, why)
+			}
+			var ref []byte
+			for _, n := range []int{1, 2, 4} {
+				dir := t.TempDir()
+				env := quickEnv(t, e, tc.sets...)
+				env.Parallel = n
+				rec := &recorder{}
+				env.Observer = rec
+				if _, err := Execute(context.Background(), e, env, dir, "test", nil, Manifest{}); err != nil {
+					t.Fatalf("--parallel %d: %v", n, err)
+				}
+				rec.check(t)
+				got, err := os.ReadFile(filepath.Join(dir, "results.csv"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m, err := ReadManifest(filepath.Join(dir, "manifest.json")); err != nil || m.Parallel != n {
+					t.Errorf("--parallel %d: manifest records parallel %d (%v)", n, m.Parallel, err)
+				}
+				if bytes.Count(got, []byte("\n")) < 2 {
+					t.Fatalf("--parallel %d: no rows:\n%s", n, got)
+				}
+				if ref == nil {
+					ref = got
+				} else if !bytes.Equal(got, ref) {
+					t.Errorf("--parallel %d: results.csv differs:\n%s\nwant (--parallel 1)\n%s", n, got, ref)
+				}
+			}
+		})
+	}
+	for _, name := range Names() {
+		e, _ := Lookup(name)
+		why := SerialReason(e)
+		switch name {
+		case "allreduce-loss", "alltoall", "permutation", "p2p":
+			continue
+		}
+		if why == "" {
+			t.Errorf("%s claims it can run partitioned", name)
+			continue
+		}
+		env := quickEnv(t, e)
+		env.Parallel = 2
+		_, err := Execute(context.Background(), e, env, t.TempDir(), "test", nil, Manifest{})
+		if err == nil || !strings.Contains(err.Error(), name+" cannot run partitioned") || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s with Parallel 2: %v", name, err)
+		}
+	}
+}
