@@ -193,6 +193,18 @@ func (c *Cluster) Sync() sim.Time {
 	return t
 }
 
+// SetPrefetch turns the loops' cache prefetching (sim.Prefetcher) on or
+// off: speed only, the results are the same either way.
+func (c *Cluster) SetPrefetch(on bool) {
+	if c.par == nil {
+		c.Loop.SetPrefetch(on)
+		return
+	}
+	for _, l := range c.par.parts.Loops {
+		l.SetPrefetch(on)
+	}
+}
+
 // Executed returns the number of events run.
 func (c *Cluster) Executed() uint64 {
 	if c.par != nil {

@@ -32,6 +32,12 @@ type Engine struct {
 	rx       verbs.Rx // reused: handing a local to an interface would allocate
 	fullMask uint32
 	upMask   uint32 // planes whose NIC link was up at the last look
+	// free caches which planes have room (freeMask): a plane changes only
+	// when the engine sends on it or its port tells (TxReady: a frame left,
+	// or the link went down or up), so a pump need not look at every port
+	// (eight cold cache lines per pump at a 131 072-NIC scale).
+	free      uint32
+	freeValid bool
 
 	// Endpoint, if set, receives packets addressed to the reserved QP
 	// EndpointQPN (MRC's endpoint operations, e.g. Port Status Update).
@@ -241,7 +247,7 @@ func (e *Engine) freeMask() uint32 {
 // room for data.
 func (e *Engine) planeFree(i int) (up, free bool) {
 	p := e.nic.ports[i]
-	if p.Peer == nil || !p.Tx.Up() {
+	if p.Tx == nil || !p.Tx.Up() {
 		return false, false
 	}
 	return true, p.QueuedBytes() < e.FreeBytes
@@ -300,8 +306,11 @@ func (e *Engine) pump() {
 	}
 	e.pumping = true
 	now := int64(e.loop.Now())
+	if !e.freeValid {
+		e.free, e.freeValid = e.freeMask(), true
+	}
 	for len(e.active) > 0 {
-		free := e.freeMask()
+		free := e.free
 		n := 0
 		for i := 0; i < len(e.active); i++ {
 			s := e.active[i]
@@ -317,6 +326,7 @@ func (e *Engine) pump() {
 				continue
 			}
 			free = e.refreshFree(free, e.transmit(&tx))
+			e.free = free
 			e.active[n] = s
 			n++
 		}
@@ -394,9 +404,13 @@ func (e *Engine) collect(s *qpSlot) {
 	}
 }
 
-// TxReady implements TxReadyEngine: a port drained, so QPs that were held
-// back by full ports get another chance.
-func (e *Engine) TxReady(int) {
+// TxReady implements TxReadyEngine: plane's port sent a frame or its link
+// changed state, so QPs that were held back by full ports get another
+// chance.
+func (e *Engine) TxReady(plane int) {
+	if e.freeValid {
+		e.free = e.refreshFree(e.free, plane)
+	}
 	if len(e.blocked) == 0 {
 		return
 	}

@@ -114,7 +114,7 @@ func (pt *Port) flush(reason int) {
 			}
 		}
 	}
-	for p := pt.ctrl.pop(); p != nil; p = pt.ctrl.pop() {
+	for p := pt.ctrlPop(); p != nil; p = pt.ctrlPop() {
 		pt.drop(p, reason)
 	}
 }

@@ -77,17 +77,21 @@ func NewLink(loop *sim.Loop, name string, rate uint64, delay time.Duration, dst 
 func (l *Link) Up() bool { return l.up }
 
 // SetUp brings the link up or down. Frames in flight when it goes down are
-// lost (counted as DroppedDown when they would have arrived). When it comes
-// back, the sending port's device hears it (TxReadyNotifier), as a NIC
-// gets a link-up interrupt, and the port resumes sending what it queued.
+// lost (counted as DroppedDown when they would have arrived). The sending
+// port's device hears of either change (TxReadyNotifier), as a NIC gets a
+// link interrupt; when the link comes back the port resumes sending what
+// it queued.
 func (l *Link) SetUp(up bool) {
 	was := l.up
 	l.up = up
-	if up && !was && l.src != nil {
+	if up == was || l.src == nil {
+		return
+	}
+	if up {
 		l.src.kick()
-		if l.src.Notify != nil {
-			l.src.Notify.TxReady(l.src)
-		}
+	}
+	if l.src.Notify != nil {
+		l.src.Notify.TxReady(l.src)
 	}
 }
 
@@ -149,7 +153,7 @@ func (l *Link) transmit(p *Packet, done sim.Time) {
 // counters and link.
 func (l *Link) Prefetch(stage int, _ uint64) {
 	if stage == 0 {
-		prefetch2(unsafe.Pointer(l))
+		sim.PrefetchLine(unsafe.Pointer(l)) // an arrival reads the first line only
 		return
 	}
 	p, d := l.inflight.head, l.dst
@@ -168,12 +172,27 @@ func (l *Link) Prefetch(stage int, _ uint64) {
 		if s, ok := d.Owner.(*Switch); ok {
 			prefetch2(unsafe.Pointer(s))
 			sim.PrefetchLine(unsafe.Pointer(&s.usidPorts))
+		} else if ip, ok := d.Owner.(IngressPrefetcher); ok {
+			ip.PrefetchIngress(stage, p)
 		}
 	default:
-		if s, ok := d.Owner.(*Switch); ok && s.mode == ForwardUSID {
-			s.prefetchEgress(stage, p)
+		if s, ok := d.Owner.(*Switch); ok {
+			if s.mode == ForwardUSID {
+				s.prefetchEgress(stage, p)
+			}
+		} else if ip, ok := d.Owner.(IngressPrefetcher); ok {
+			ip.PrefetchIngress(stage, p)
 		}
 	}
+}
+
+// IngressPrefetcher is implemented by devices other than switches (NICs)
+// whose Ingress reads state worth prefetching: a frame's link calls it
+// from its own Prefetch for stages 2 to sim.PrefetchStages-1, with the
+// arriving frame (its header line is prefetched in stage 2, readable from
+// stage 3). The same rules as sim.Prefetcher apply: read only.
+type IngressPrefetcher interface {
+	PrefetchIngress(stage int, p *Packet)
 }
 
 // prefetch2 prefetches the two cache lines from b.

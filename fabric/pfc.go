@@ -35,7 +35,7 @@ func (pt *Port) SendPause(c uint8, quanta uint16) {
 	} else {
 		pt.Counters.PauseTx++
 	}
-	pt.ctrl.push(p)
+	pt.ctrlPush(p)
 	pt.kick()
 }
 

@@ -126,9 +126,11 @@ type Port struct {
 	cfg       *PortConfig //
 	loop      *sim.Loop
 	pq        *portQueues // counters and pause state: nil until first needed
-	bytes     int         // data-class bytes held against BufferBytes
-	hdrBytes  int         // bytes in the control and trimmed classes
-	busyUntil sim.Time    // when the frame on the wire ends its serialization
+	bytes     int32       // data-class bytes held against BufferBytes
+	hdrBytes  int32       // bytes in the control and trimmed classes
+	ctrlBytes int32       // bytes of MAC control frames (ctrl)
+	_         int32
+	busyUntil sim.Time // when the frame on the wire ends its serialization
 	// qmask bit c: queues[c] is not empty; paused bit c:
 	// pq.pausedUntil[c] was set (it may have passed).
 	qmask  uint8
@@ -181,10 +183,26 @@ func (pt *Port) qpush(c uint8, p *Packet) {
 	pt.queues[c].push(p)
 	pt.qmask |= 1 << c
 	if c == ClassControl || c == ClassTrimmed {
-		pt.hdrBytes += p.WireLen
+		pt.hdrBytes += int32(p.WireLen)
 	} else {
-		pt.bytes += p.WireLen
+		pt.bytes += int32(p.WireLen)
 	}
+}
+
+// ctrlPush queues a MAC control frame.
+func (pt *Port) ctrlPush(p *Packet) {
+	pt.ctrl.push(p)
+	pt.ctrlBytes += int32(p.WireLen)
+}
+
+// ctrlPop dequeues the oldest MAC control frame, or returns nil.
+func (pt *Port) ctrlPop() *Packet {
+	if pt.ctrlBytes == 0 {
+		return nil // no need to read the control queue's cache line
+	}
+	p := pt.ctrl.pop()
+	pt.ctrlBytes -= int32(p.WireLen)
+	return p
 }
 
 // qpop removes the head of class c's non-empty queue and un-accounts it.
@@ -195,9 +213,9 @@ func (pt *Port) qpop(c int) *Packet {
 		pt.qmask &^= 1 << c
 	}
 	if c == ClassControl || c == ClassTrimmed {
-		pt.hdrBytes -= p.WireLen
+		pt.hdrBytes -= int32(p.WireLen)
 	} else {
-		pt.bytes -= p.WireLen
+		pt.bytes -= int32(p.WireLen)
 	}
 	return p
 }
@@ -239,7 +257,7 @@ func (pt *Port) Tap(w *pcap.Writer) { pt.tap = w }
 
 // QueuedBytes returns the bytes waiting in all classes (not the one on the wire).
 func (pt *Port) QueuedBytes() int {
-	return pt.ctrl.bytes + pt.bytes + pt.hdrBytes
+	return int(pt.ctrlBytes + pt.bytes + pt.hdrBytes)
 }
 
 // ClassBytes returns the bytes waiting in class c.
@@ -283,7 +301,6 @@ func (pt *Port) Prefetch(stage int, arg uint64) {
 	switch stage {
 	case 2:
 		pt.prefetchHot()
-		sim.PrefetchLine(unsafe.Pointer(&pt.ctrl))
 	case 4:
 		if m := pt.qmask; m != 0 {
 			pt.prefetchClass(uint8(bits.Len8(m) - 1))
@@ -356,7 +373,7 @@ func (pt *Port) Enqueue(p *Packet) {
 		}
 	case cfg.PFC.lossless(c):
 		// Lossless classes are bounded by ingress PFC accounting, not here.
-	case pt.bytes+p.WireLen > cfg.BufferBytes:
+	case int(pt.bytes)+p.WireLen > cfg.BufferBytes:
 		if !cfg.Trim.Enabled || !p.IsIPv6() || !trimmable(p.DSCP()) {
 			pq.qc[c].Drops++
 			pt.drop(p, DropBuffer)
@@ -386,7 +403,7 @@ func (pt *Port) Enqueue(p *Packet) {
 	if b := pt.queues[c].bytes; b > qc.MaxBytes {
 		qc.MaxBytes = b
 	}
-	if tot := pt.bytes + pt.hdrBytes; tot > pt.Counters.MaxQueueBytes {
+	if tot := int(pt.bytes + pt.hdrBytes); tot > pt.Counters.MaxQueueBytes {
 		pt.Counters.MaxQueueBytes = tot
 	}
 	pt.kick()
@@ -449,7 +466,7 @@ func (pt *Port) trim(p *Packet) {
 
 func (pt *Port) startNext() {
 	now := pt.loop.Now()
-	p := pt.ctrl.pop()
+	p := pt.ctrlPop()
 	if p == nil {
 		if pt.qmask == 0 {
 			return
@@ -497,7 +514,7 @@ func (pt *Port) startNext() {
 	// The frame is committed to the wire: the link takes it now and
 	// delivers it a propagation delay after its last bit (done).
 	pt.Tx.transmit(p, done)
-	if pt.Notify != nil || pt.qmask != 0 || pt.ctrl.n > 0 {
+	if pt.Notify != nil || pt.qmask != 0 || pt.ctrlBytes > 0 {
 		pt.txPending = true
 		pt.loop.Post(done, pt, evTxDone)
 	}

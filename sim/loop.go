@@ -2,6 +2,7 @@ package sim
 
 import (
 	"time"
+	"unsafe"
 )
 
 // Handler receives events scheduled with Loop.Schedule. Components that fire
@@ -24,6 +25,7 @@ type Clock interface {
 // owns a node, so stale queue entries and stale Timer handles are recognised.
 type node struct {
 	h   Handler
+	pf  Prefetcher // h, if it is one (asserted once, when scheduled)
 	f   func()
 	arg uint64
 	seq uint64 // of the scheduling that owns the node; 0 when free
@@ -152,7 +154,7 @@ func (l *Loop) alloc() int32 {
 func (l *Loop) release(slot int32) {
 	nd := &l.nodes[slot]
 	nd.seq = 0
-	nd.h, nd.f = nil, nil
+	nd.h, nd.pf, nd.f = nil, nil, nil
 	l.free = append(l.free, slot)
 }
 
@@ -167,6 +169,7 @@ func (l *Loop) insert(at Time, h Handler, f func(), arg uint64) Timer {
 	l.seq++
 	nd := &l.nodes[s]
 	nd.h, nd.f, nd.arg, nd.at, nd.seq = h, f, arg, at, l.seq
+	nd.pf, _ = h.(Prefetcher)
 	l.q.push(qentry{at: uint64(at), key: l.seq<<slotBits | uint64(s)})
 	l.live++
 	return Timer{l: l, slot: s, seq: l.seq}
@@ -196,6 +199,7 @@ func (l *Loop) ScheduleRanked(at Time, h Handler, arg uint64, rank uint32) Timer
 	seq := uint64(rank) + 1
 	nd := &l.nodes[s]
 	nd.h, nd.f, nd.arg, nd.at, nd.seq = h, nil, arg, at, seq
+	nd.pf, _ = h.(Prefetcher)
 	l.q.pushSorted(qentry{at: uint64(at), key: seq<<slotBits | uint64(s)})
 	l.live++
 	return Timer{}
@@ -273,14 +277,17 @@ func (l *Loop) prefetch() {
 		return
 	}
 	b0 := l.q.buckets[0]
+	if i := l.q.head0 + prefetchDist[0] + 3; i < len(b0) {
+		// The node the farthest stage will read, three events later.
+		PrefetchLine(unsafe.Pointer(&l.nodes[b0[i].slot()]))
+	}
 	for st, d := range prefetchDist {
 		i := l.q.head0 + d - 1
 		if i >= len(b0) {
 			continue
 		}
-		nd := &l.nodes[b0[i].slot()]
-		if p, ok := nd.h.(Prefetcher); ok {
-			p.Prefetch(st, nd.arg)
+		if nd := &l.nodes[b0[i].slot()]; nd.pf != nil {
+			nd.pf.Prefetch(st, nd.arg)
 			l.prefetched++
 		}
 	}

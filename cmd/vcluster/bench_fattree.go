@@ -81,6 +81,7 @@ settings.`,
 	cmd.Flags().Uint64Var(&size, "bytes", cluster.HtsimFlowBytes, "bytes per flow")
 	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file")
 	cmd.Flags().StringVar(&memProf, "memprofile", "", "write a heap (allocation) profile after the run to this file")
+	addPrefetchFlag(cmd)
 	return cmd
 }
 
@@ -157,13 +158,23 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	defer f.Close()
+	runtime.GC() // the profile shows allocations up to the last collection
 	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// addPrefetchFlag registers --prefetch (the loops' cache prefetching of
+// upcoming events; off only to measure what it is worth).
+func addPrefetchFlag(cmd *cobra.Command) {
+	cmd.Flags().Bool("prefetch", true, "prefetch the memory of upcoming events (set false to measure what it is worth; results are the same)")
 }
 
 // runPermBench runs perm on c with the bench's observer (progress, and
 // --metrics on the single loop) and optional CPU and heap profiles, and
 // returns the result with the run's wall and user CPU time.
 func runPermBench(cmd *cobra.Command, c *cluster.Cluster, name string, partitioned bool, perm []int, size uint64, cpuProf, memProf string) (r cluster.PermResult, el, cpu time.Duration, err error) {
+	if on, ferr := cmd.Flags().GetBool("prefetch"); ferr == nil {
+		c.SetPrefetch(on)
+	}
 	obs, stopObs, err := benchObserver(cmd)
 	if err != nil {
 		return r, 0, 0, err
