@@ -163,8 +163,7 @@ func (l *Link) Prefetch(stage int, _ uint64) {
 	switch stage {
 	case 1:
 		sim.PrefetchLine(unsafe.Pointer(p))
-		sim.PrefetchLine(unsafe.Pointer(&d.rem))
-		sim.PrefetchLine(unsafe.Pointer(&d.Counters))
+		sim.PrefetchLine(unsafe.Pointer(&d.Owner)) // reception's line (Port's line 1)
 	case 2:
 		if len(p.Data) > 0 {
 			sim.PrefetchLine(unsafe.Pointer(&p.Data[0]))

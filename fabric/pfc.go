@@ -159,6 +159,7 @@ type watchdog struct {
 func (pt *Port) watchdogSawPause(c uint8) {
 	if pt.wd == nil {
 		pt.wd = &watchdog{action: pt.cfg.PFC.WatchdogAct}
+		pt.feat |= featWd
 	}
 	w := pt.wd
 	w.lastPause[c] = pt.loop.Now()

@@ -115,22 +115,23 @@ const (
 // scheduler, serialization onto Tx) and the ingress side (frames from the
 // peer's link, PFC frames). A Device owns it.
 type Port struct {
-	// The fields are ordered by use, so that the few cache lines a frame
-	// touches at a million-port scale are adjacent and can be prefetched
-	// (prefetchHot): line 0 is what admission and transmission read, line
-	// 1 the device hooks and optional features, line 2 the control queue,
-	// line 3 the hot counters. The struct is a multiple of 64 bytes (a
-	// switch's ports are one slab, so every port starts a line).
+	// The fields are ordered by use, so that the cache lines a frame
+	// touches at a million-port scale are few and can be prefetched
+	// (prefetchHot): line 0 is what admission and transmission read, line 1
+	// what reception reads and both count (device hooks, the Tx/Rx
+	// counters). Optional features (PFC accounting, storm watchdog, pcap
+	// tap, MAC control frames) are flagged in line 0 and kept further on.
+	// The struct is a multiple of 64 bytes (a switch's ports are one slab,
+	// so every port starts a line).
 
 	Tx        *Link       // outgoing direction of the cable
 	cfg       *PortConfig //
 	loop      *sim.Loop
 	pq        *portQueues // counters and pause state: nil until first needed
 	bytes     int32       // data-class bytes held against BufferBytes
-	hdrBytes  int32       // bytes in the control and trimmed classes
-	ctrlBytes int32       // bytes of MAC control frames (ctrl)
-	_         int32
-	busyUntil sim.Time // when the frame on the wire ends its serialization
+	hdrBytes  int32       // bytes in the control and trimmed classes, and MAC control frames
+	busyUntil sim.Time    // when the frame on the wire ends its serialization
+	rem       uint64      // sub-nanosecond serialization remainder
 	// qmask bit c: queues[c] is not empty; paused bit c:
 	// pq.pausedUntil[c] was set (it may have passed).
 	qmask  uint8
@@ -139,32 +140,40 @@ type Port struct {
 	// queue empties needs no such event: the next frame to arrive starts at
 	// once or posts one (see kick), so an idle port costs one event per
 	// frame.
-	txPending  bool
-	HostFacing bool  // a switch port facing a NIC (last hop)
-	Index      int32 // index within the owning device
+	txPending bool
+	feat      uint8 // feat* bits: which optional features are set
+	maxQ      int32 // Counters.MaxQueueBytes, checked here on every frame
 
-	rem    uint64
-	Owner  Device
-	Notify TxReadyNotifier
-	acct   *IngressAccounting // the owning switch's PFC state; nil at NICs
-	wd     *watchdog
-	tap    *pcap.Writer
+	Owner    Device
+	Notify   TxReadyNotifier
+	Counters PortCounters // its first four fields end line 1
 
+	acct *IngressAccounting // the owning switch's PFC state; nil at NICs
+	wd   *watchdog
+	tap  *pcap.Writer
 	ctrl packetFIFO // MAC control frames: sent before any class
 	Peer *Port      // the other end
 	pool *Pool
 	// QCounters count each egress class. Until the port first queues a
 	// frame it points at a shared array of zeros (never written).
-	QCounters *[NumClasses]QueueCounters
-	wakeAt    sim.Time
-
-	Counters PortCounters
-	queues   [NumClasses]packetFIFO // the class queues
-	rng      sim.FastRand
-	Name     string
-	MAC      [6]byte
-	_        [portPad]byte
+	QCounters  *[NumClasses]QueueCounters
+	wakeAt     sim.Time
+	Index      int32                  // index within the owning device
+	HostFacing bool                   // a switch port facing a NIC (last hop)
+	queues     [NumClasses]packetFIFO // the class queues
+	rng        sim.FastRand
+	Name       string
+	MAC        [6]byte
+	_          [portPad]byte
 }
+
+// Port.feat bits.
+const (
+	featAcct = 1 << iota // acct != nil
+	featWd               // wd != nil
+	featTap              // tap != nil
+	featCtrl             // ctrl is not empty
+)
 
 // portPad rounds Port up to a multiple of 64 bytes (TestPortLayout).
 const portPad = 58
@@ -192,16 +201,20 @@ func (pt *Port) qpush(c uint8, p *Packet) {
 // ctrlPush queues a MAC control frame.
 func (pt *Port) ctrlPush(p *Packet) {
 	pt.ctrl.push(p)
-	pt.ctrlBytes += int32(p.WireLen)
+	pt.hdrBytes += int32(p.WireLen)
+	pt.feat |= featCtrl
 }
 
 // ctrlPop dequeues the oldest MAC control frame, or returns nil.
 func (pt *Port) ctrlPop() *Packet {
-	if pt.ctrlBytes == 0 {
+	if pt.feat&featCtrl == 0 {
 		return nil // no need to read the control queue's cache line
 	}
 	p := pt.ctrl.pop()
-	pt.ctrlBytes -= int32(p.WireLen)
+	pt.hdrBytes -= int32(p.WireLen)
+	if pt.ctrl.n == 0 {
+		pt.feat &^= featCtrl
+	}
 	return p
 }
 
@@ -253,11 +266,29 @@ func (pt *Port) Config() *PortConfig { return pt.cfg }
 func (pt *Port) SetConfig(c *PortConfig) { pt.cfg = c }
 
 // Tap captures every frame the port sends or receives into w.
-func (pt *Port) Tap(w *pcap.Writer) { pt.tap = w }
+func (pt *Port) Tap(w *pcap.Writer) {
+	pt.tap = w
+	pt.setFeat(featTap, w != nil)
+}
+
+// setFeat sets or clears feature bit f.
+func (pt *Port) setFeat(f uint8, on bool) {
+	if on {
+		pt.feat |= f
+	} else {
+		pt.feat &^= f
+	}
+}
+
+// setAcct attaches the owning switch's PFC ingress accounting.
+func (pt *Port) setAcct(a *IngressAccounting) {
+	pt.acct = a
+	pt.setFeat(featAcct, a != nil)
+}
 
 // QueuedBytes returns the bytes waiting in all classes (not the one on the wire).
 func (pt *Port) QueuedBytes() int {
-	return int(pt.ctrlBytes + pt.bytes + pt.hdrBytes)
+	return int(pt.bytes + pt.hdrBytes)
 }
 
 // ClassBytes returns the bytes waiting in class c.
@@ -272,7 +303,6 @@ func (pt *Port) Busy() bool { return pt.loop.Now() < pt.busyUntil }
 // touches (see the field order of Port).
 func (pt *Port) prefetchHot() {
 	prefetch2(unsafe.Pointer(pt))
-	sim.PrefetchLine(unsafe.Pointer(&pt.Counters))
 }
 
 // prefetchClass prefetches what queueing a frame of class c and sending
@@ -354,8 +384,8 @@ func (pt *Port) Enqueue(p *Packet) {
 	p.Class = c
 	cfg := pt.cfg
 	pq := pt.q()
-	if pt.wd != nil && pt.wd.stormed&(1<<c) != 0 && pt.wd.action == WatchdogDrop {
-		if pt.acct != nil {
+	if pt.feat&featWd != 0 && pt.wd.stormed&(1<<c) != 0 && pt.wd.action == WatchdogDrop {
+		if pt.feat&featAcct != 0 {
 			pt.acct.release(p)
 		}
 		pq.qc[c].Drops++
@@ -403,8 +433,9 @@ func (pt *Port) Enqueue(p *Packet) {
 	if b := pt.queues[c].bytes; b > qc.MaxBytes {
 		qc.MaxBytes = b
 	}
-	if tot := int(pt.bytes + pt.hdrBytes); tot > pt.Counters.MaxQueueBytes {
-		pt.Counters.MaxQueueBytes = tot
+	if tot := pt.bytes + pt.hdrBytes; tot > pt.maxQ {
+		pt.maxQ = tot
+		pt.Counters.MaxQueueBytes = int(tot)
 	}
 	pt.kick()
 }
@@ -486,7 +517,7 @@ func (pt *Port) startNext() {
 			qc := &pq.qc[c]
 			qc.TxPackets++
 			qc.TxBytes += uint64(p.WireLen)
-			if pt.acct != nil {
+			if pt.feat&featAcct != 0 {
 				pt.acct.release(p)
 			}
 			break
@@ -504,7 +535,7 @@ func (pt *Port) startNext() {
 		// exact line rate; a frame after an idle gap starts afresh.
 		pt.rem = 0
 	}
-	if pt.tap != nil {
+	if pt.feat&featTap != 0 {
 		pt.tap.WritePacket(int64(now), p.Data, p.WireLen-FCSLen)
 	}
 	done := now + serializationTime(p.WireLen+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
@@ -514,7 +545,7 @@ func (pt *Port) startNext() {
 	// The frame is committed to the wire: the link takes it now and
 	// delivers it a propagation delay after its last bit (done).
 	pt.Tx.transmit(p, done)
-	if pt.Notify != nil || pt.qmask != 0 || pt.ctrlBytes > 0 {
+	if pt.Notify != nil || pt.qmask != 0 || pt.feat&featCtrl != 0 {
 		pt.txPending = true
 		pt.loop.Post(done, pt, evTxDone)
 	}
@@ -542,7 +573,7 @@ func (pt *Port) OnEvent(arg uint64) {
 func (pt *Port) receive(p *Packet) {
 	pt.Counters.RxPackets++
 	pt.Counters.RxBytes += uint64(p.WireLen)
-	if pt.tap != nil {
+	if pt.feat&featTap != 0 {
 		pt.tap.WritePacket(int64(pt.loop.Now()), p.Data, p.WireLen-FCSLen)
 	}
 	if len(p.Data) >= EthHeaderLen && p.EtherType() == EtherTypeMACC {

@@ -34,14 +34,21 @@ func TestPrefetchChangesNothing(t *testing.T) {
 // port is a whole number of cache lines (switch ports are one slab), a
 // packet's per-hop fields and a link's arrival fields share one line.
 func TestHotLayout(t *testing.T) {
+	t.Logf("Port %d bytes", unsafe.Sizeof(Port{}))
 	var pt Port
 	var p Packet
 	var l Link
 	if s := unsafe.Sizeof(pt); s%64 != 0 {
 		t.Errorf("Port is %d bytes, not a multiple of 64 (adjust portPad)", s)
 	}
-	if o := unsafe.Offsetof(pt.Index) + 4; o > 64 {
+	if o := unsafe.Offsetof(pt.maxQ) + 4; o > 64 {
 		t.Errorf("Port's admission fields end at %d, beyond its first line", o)
+	}
+	if o := unsafe.Offsetof(pt.Owner); o != 64 {
+		t.Errorf("Port's reception line starts at %d, not 64", o)
+	}
+	if o := unsafe.Offsetof(pt.Counters) + unsafe.Offsetof(pt.Counters.RxBytes) + 8; o > 128 {
+		t.Errorf("Port's Tx/Rx counters end at %d, beyond its second line", o)
 	}
 	if s := unsafe.Sizeof(p); s != 128 {
 		t.Errorf("Packet is %d bytes, want 128 (a line-aligned size class)", s)

@@ -141,7 +141,7 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 	if o.PFC != nil && o.PFC.Enabled {
 		s.acct = NewIngressAccounting(t.Loop, o.PFC, s.Ports)
 		for _, p := range s.Ports {
-			p.acct = s.acct
+			p.setAcct(s.acct)
 		}
 	}
 	t.Switches = append(t.Switches, s)
