@@ -60,9 +60,10 @@ func CheckParallel(c config.Config) error {
 // partition's loop, Hosts[h].Loop()). Workloads must keep to what a
 // partition can do on its own: transfers between hosts and collectives
 // (package collectives runs each rank on its host's loop), started
-// between runs (see Sync); controllers that act on several hosts in the
-// middle of a run (fault plans, Clustermapper, queue samplers) are not
-// supported.
+// between runs (see Sync). Controllers that act on several hosts or
+// switches in the middle of a run (fault plans, Clustermapper, queue
+// samplers) schedule through Scheduler: their actions run as global
+// events, between windows, with every partition stopped.
 func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if err := CheckParallel(c); err != nil {
 		return nil, err
@@ -142,6 +143,44 @@ func (c *Cluster) RunWhile(cond func() bool) bool {
 		return c.par.run.RunWhile(c.par.workers, cond)
 	}
 	return c.Loop.RunWhile(cond)
+}
+
+// Scheduler returns what runs actions on the whole cluster at given
+// virtual times: the loop of a classic cluster; for a partitioned one the
+// global events of its sim.Parallel (each runs between windows with every
+// partition stopped and every clock at its time, before the partitions'
+// events of that time), so an action may touch any host, switch or link.
+// Schedule through it between runs or from another such action, never
+// from a partition's event.
+func (c *Cluster) Scheduler() sim.Scheduler {
+	if c.par != nil {
+		return c.par.run
+	}
+	return c.Loop
+}
+
+// RunUntil runs every event at or before t and then sets the clock to t
+// (every partition's, for a partitioned cluster), like sim.Loop.RunUntil.
+func (c *Cluster) RunUntil(t sim.Time) {
+	if c.par == nil {
+		c.Loop.RunUntil(t)
+		return
+	}
+	c.par.run.RunUntil(c.par.workers, t)
+	for _, l := range c.par.parts.Loops {
+		if l.Now() < t {
+			l.RunUntil(t) // nothing live is left at or before t: only sets the clock
+		}
+	}
+}
+
+// HostPool returns the packet pool of host h's partition: frames a
+// controller builds for h's ports (probes) must come from it.
+func (c *Cluster) HostPool(h int) *fabric.Pool {
+	if c.par != nil {
+		return c.par.parts.Pools[c.par.parts.HostPart[h]]
+	}
+	return c.Topo.Pool
 }
 
 // Now returns the virtual time of the latest event run.

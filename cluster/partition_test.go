@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/sim"
 )
 
 // partResult is everything a partitioned permutation run produces, as text
@@ -407,5 +408,64 @@ func TestPartitionedSync(t *testing.T) {
 			t.Errorf("parts %d workers %d: run after Sync differs", pw[0], pw[1])
 		}
 		c.Close()
+	}
+}
+
+// TestPartitionedScheduler: actions on the whole cluster scheduled through
+// Scheduler (on a partitioned cluster, global events between windows) —
+// a T0–T1 cable going down and back up mid-permutation, and a sampler of
+// every host port's received bytes — give the same flows, counters and
+// samples on 1, 2 and 4 partitions and any number of workers; RunUntil
+// leaves every partition's clock at its time.
+func TestPartitionedScheduler(t *testing.T) {
+	cfg := closCfg(t)
+	run := func(parts, workers int) (partResult, string) {
+		c, err := NewPartitioned(cfg, parts, workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := c.Scheduler()
+		if _, ok := s.(*sim.Parallel); !ok {
+			t.Fatalf("partitioned Scheduler is %T", s)
+		}
+		port := c.Topo.Port("p0.t0.0/2") // T0 0 – T1 0 in plane 0: a cut link for ≥ 2 partitions
+		var samples strings.Builder
+		var tick func()
+		tick = func() {
+			var rx uint64
+			for _, hp := range c.Topo.HostPorts {
+				for _, p := range hp {
+					rx += p.Counters.RxBytes
+				}
+			}
+			fmt.Fprintf(&samples, "%d:%d:%v ", s.Now(), rx, port.Tx.Up())
+			if s.Now() < 200*sim.Microsecond {
+				s.AfterFunc(5*time.Microsecond, tick)
+			}
+		}
+		s.At(0, tick)
+		s.At(20*sim.Microsecond, func() { port.Tx.SetUp(false); port.Peer.Tx.SetUp(false) })
+		s.At(60*sim.Microsecond, func() { port.Tx.SetUp(true); port.Peer.Tx.SetUp(true) })
+		c.RunUntil(1 * sim.Microsecond)
+		for _, l := range c.Partitioning().Loops {
+			if l.Now() != sim.Microsecond {
+				t.Fatalf("%d partitions: RunUntil(1µs) left a clock at %v", parts, l.Now())
+			}
+		}
+		return runPerm(t, c, 1<<20), samples.String()
+	}
+	want, wantS := run(1, 1)
+	if !strings.Contains(wantS, ":false ") || !strings.Contains(wantS, "200000:") {
+		t.Fatalf("the cable never went down, or sampling stopped early: %s", wantS)
+	}
+	if want.now < int64(60*sim.Microsecond) {
+		t.Fatalf("the permutation ended at %d ns, before the cable came back", want.now)
+	}
+	for _, pw := range [][2]int{{2, 1}, {2, 2}, {4, 2}, {4, 4}} {
+		got, gotS := run(pw[0], pw[1])
+		sameResult(t, fmt.Sprintf("%d partitions, %d workers", pw[0], pw[1]), got, want)
+		if gotS != wantS {
+			t.Errorf("%d partitions, %d workers: samples differ:\n%s\nwant\n%s", pw[0], pw[1], gotS, wantS)
+		}
 	}
 }

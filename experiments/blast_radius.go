@@ -33,10 +33,10 @@ func (blastRadius) Title() string {
 	return "blast radius of one fault: capacity lost and nodes/planes touched, 8×100G vs 4×100G vs 1×800G"
 }
 
-// SerialReason implements Partitionable: blastRadius runs on the classic loop only.
-func (blastRadius) SerialReason() string {
-	return "every point is a fault drill (faults.Drill: the injector, Clustermapper probes and denylist pushes act on the whole fabric), with the receive rate read across all hosts at the window edges"
-}
+// SerialReason implements Partitionable: blastRadius runs partitioned
+// (every point is a fault drill whose injector, Clustermapper and window
+// readings act as global events between windows, cluster.Scheduler).
+func (blastRadius) SerialReason() string { return "" }
 
 func (blastRadius) TargetRows() []string { return []string{"T8"} }
 func (blastRadius) ClusterSets() []string {
@@ -141,12 +141,12 @@ func brMeasure(env *Env, cfg config.Config, plan *faults.Plan, w faults.Workload
 		}
 		return n
 	}
-	s, err := faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: time.Duration(to) + time.Microsecond, Workload: w,
+	s, err := faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: time.Duration(to) + time.Microsecond, Workload: w, Parallel: env.Parallel,
 		OnCluster: func(cl *cluster.Cluster) {
 			c = cl
 			env.Watch(cl)
-			cl.Loop.At(from, func() { b0 = rx() })
-			cl.Loop.At(to, func() { b1, done = rx(), true })
+			cl.Scheduler().At(from, func() { b0 = rx() })
+			cl.Scheduler().At(to, func() { b1, done = rx(), true })
 		},
 		OnInjector: func(in *faults.Injector) {
 			if plan != nil && len(plan.Events) > 0 {
@@ -156,9 +156,9 @@ func brMeasure(env *Env, cfg config.Config, plan *faults.Plan, w faults.Workload
 	if err != nil {
 		return nil, err
 	}
-	*events += c.Loop.Executed()
+	*events += c.Executed()
 	if !done {
-		return nil, fmt.Errorf("the run ended at %v, before the window [%v, %v] closed", time.Duration(c.Loop.Now()), time.Duration(from), time.Duration(to))
+		return nil, fmt.Errorf("the run ended at %v, before the window [%v, %v] closed", time.Duration(c.Now()), time.Duration(from), time.Duration(to))
 	}
 	if s.Completed > 0 {
 		return nil, fmt.Errorf("%d flows completed by %v: exp.bytes too small for the window", s.Completed, time.Duration(to))

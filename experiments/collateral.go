@@ -34,10 +34,10 @@ func (collateral) Title() string {
 	return "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone"
 }
 
-// SerialReason implements Partitionable: collateral runs on the classic loop only.
-func (collateral) SerialReason() string {
-	return "one event starts the incast on every sender at once and a sampler reads the victim's counters every interval: both act on hosts of several partitions in the middle of a run"
-}
+// SerialReason implements Partitionable: collateral runs partitioned (the
+// event that starts the incast on every sender and the victim's sampler
+// are global events between windows, cluster.Scheduler).
+func (collateral) SerialReason() string { return "" }
 
 func (collateral) TargetRows() []string { return []string{"T5"} }
 func (collateral) ClusterSets() []string {
@@ -144,10 +144,11 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell.name, err)
 		}
-		c, err := cluster.New(cfg, nil)
+		c, err := env.NewCluster(cfg)
 		if err != nil {
 			return nil, err
 		}
+		env.Watch(c)
 		// The victim never runs out of bytes before the deadline.
 		vbytes := uint64(line/8*deadline.Seconds()) &^ (1<<20 - 1)
 		if _, err := startFlow(c, vsrc, Y, vbytes); err != nil {
@@ -156,7 +157,7 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 		var incast []*cluster.Transfer
 		var ferr error
-		c.Loop.At(sim.Time(incastAt), func() {
+		c.Scheduler().At(sim.Time(incastAt), func() {
 			for _, s := range senders {
 				trs, err := startFlow(c, s, X, each)
 				if err != nil {
@@ -178,7 +179,7 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 			}
 			return true
 		}
-		c.Loop.RunWhile(func() bool { return ferr == nil && !done() && c.Loop.Now() < sim.Time(deadline) })
+		c.RunWhile(func() bool { return ferr == nil && !done() && c.Now() < sim.Time(deadline) })
 		if ferr != nil {
 			c.Close()
 			return nil, fmt.Errorf("%s: %w", cell.name, ferr)
@@ -192,14 +193,14 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 			cell.incastEnd = max(cell.incastEnd, t.End)
 		}
 		if cell.stalled {
-			cell.incastEnd = c.Loop.Now()
+			cell.incastEnd = c.Now()
 		} else {
-			c.Loop.RunUntil(min(c.Loop.Now()+sim.Time(tail), sim.Time(deadline)))
+			c.RunUntil(min(c.Now()+sim.Time(tail), sim.Time(deadline)))
 		}
 		cell.victim = *rx
 		cell.pauses, cell.drops, cell.trims = fabricTotals(c)
-		now := c.Loop.Now()
-		events += c.Loop.Executed()
+		now := c.Now()
+		events += c.Executed()
 		c.Close()
 		lineG := line / 1e9
 		cell.before = meanRate(cell.victim, interval, sim.Time(incastAt/2), sim.Time(incastAt)) / lineG
@@ -301,22 +302,25 @@ func startFlow(c *cluster.Cluster, src, dst int, bytes uint64) ([]*cluster.Trans
 // sampleRate samples a cumulative counter every interval of virtual time
 // from now until until; the result's i-th value is the counter's increase
 // over the i-th interval, times scale per nanosecond (scale 8 on a byte
-// counter gives Gb/s). The slice fills as the loop runs.
+// counter gives Gb/s). The slice fills as the loop runs. It samples on
+// c.Scheduler(): on a partitioned cluster every sample is a global event,
+// read with every partition stopped.
 func sampleRate(c *cluster.Cluster, interval time.Duration, until sim.Time, scale float64, read func() uint64) *[]float64 {
 	out := new([]float64)
-	start, last := c.Loop.Now(), read()
+	sched := c.Scheduler()
+	start, last := sched.Now(), read()
 	var tick func()
 	tick = func() {
 		v := read()
-		if c.Loop.Now() > start {
+		if sched.Now() > start {
 			*out = append(*out, float64(v-last)*scale/float64(interval.Nanoseconds()))
 		}
 		last = v
-		if next := c.Loop.Now() + sim.Time(interval); next <= until {
-			c.Loop.At(next, tick)
+		if next := sched.Now() + sim.Time(interval); next <= until {
+			sched.At(next, tick)
 		}
 	}
-	c.Loop.At(start, tick)
+	sched.At(start, tick)
 	return out
 }
 

@@ -29,10 +29,10 @@ func (dcqcnTuning) Title() string {
 	return "15:1 RoCE incast with PFC, one flow joining per interval: DCQCN default vs more vs most aggressive"
 }
 
-// SerialReason implements Partitionable: dcqcnTuning runs on the classic loop only.
-func (dcqcnTuning) SerialReason() string {
-	return "its staggered flow starts are events of one loop that post on senders in several partitions, and a queue sampler polls the bottleneck port in the middle of the run"
-}
+// SerialReason implements Partitionable: dcqcnTuning runs partitioned (the
+// senders' start events and the queue and rate samplers are global events
+// between windows, cluster.Scheduler).
+func (dcqcnTuning) SerialReason() string { return "" }
 
 func (dcqcnTuning) TargetRows() []string { return []string{"T6"} }
 func (dcqcnTuning) ClusterSets() []string {
@@ -109,24 +109,24 @@ func dqIncast(c *cluster.Cluster, n int, stagger, hold, interval time.Duration) 
 	each := uint64(line/8*float64(end)/1e9) + 1<<20
 	var ferr error
 	for s := 1; s <= n; s++ {
-		c.Loop.At(sim.Time(time.Duration(s-1)*stagger), func() {
+		c.Scheduler().At(sim.Time(time.Duration(s-1)*stagger), func() {
 			if _, err := startFlow(c, s, 0, each); err != nil && ferr == nil {
 				ferr = fmt.Errorf("sender %d: %w", s, err)
 			}
 		})
 	}
 	last := c.Topo.HostPorts[0][0].Peer
-	qs := fabric.NewQueueSampler(c.Loop, []*fabric.Port{last}, time.Microsecond, end)
+	qs := sampleQueues(c, []*fabric.Port{last}, time.Microsecond, end)
 	rx := sampleRx(c, 0, interval, end)
 	pz := sampleRate(c, interval, end, float64(interval.Nanoseconds()), func() uint64 {
 		p, _, _ := fabricTotals(c)
 		return p
 	})
-	c.Loop.RunWhile(func() bool { return ferr == nil && c.Loop.Now() < end })
+	c.RunWhile(func() bool { return ferr == nil && c.Now() < end })
 	if ferr != nil {
 		return r, ferr
 	}
-	c.Loop.RunUntil(end)
+	c.RunUntil(end)
 	r.q, r.rx = qs.Samples, *rx
 	pauses := *pz // PAUSE frames per interval
 	totalPause, drops, _ := fabricTotals(c)
@@ -210,12 +210,13 @@ func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
 		}
-		c, err := cluster.New(cfg, nil)
+		c, err := env.NewCluster(cfg)
 		if err != nil {
 			return nil, err
 		}
+		env.Watch(c)
 		r, err := dqIncast(c, n, stagger, hold, interval)
-		ev := c.Loop.Executed()
+		ev := c.Executed()
 		c.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
@@ -316,4 +317,28 @@ func (dcqcnTuning) report(rs []dqResult, n int, stagger, hold, interval time.Dur
 			100*a.throughput, 100*m.throughput, 100*(1-a.throughput), 100*(1-m.throughput), a.meanQ/1e3, 100*a.emptyFrac, a.totalPause, a.drops),
 		Pass: a.throughput < m.throughput && a.drops == 0})
 	return res
+}
+
+// sampleQueues records the queued bytes of ports every interval until
+// until: fabric.QueueSampler's loop events on a classic cluster, global
+// events (every partition stopped) on a partitioned one, with the same
+// samples.
+func sampleQueues(c *cluster.Cluster, ports []*fabric.Port, interval time.Duration, until sim.Time) *fabric.QueueSampler {
+	if c.Parallel() == nil {
+		return fabric.NewQueueSampler(c.Loop, ports, interval, until)
+	}
+	s := &fabric.QueueSampler{Ports: ports, Interval: interval}
+	sched := c.Scheduler()
+	var tick func()
+	tick = func() {
+		now := sched.Now()
+		for i, p := range ports {
+			s.Samples = append(s.Samples, fabric.QueueSample{At: now, Port: i, Bytes: p.QueuedBytes()})
+		}
+		if next := now + sim.Time(interval); next <= until {
+			sched.At(next, tick)
+		}
+	}
+	sched.At(sched.Now(), tick)
+	return s
 }

@@ -88,10 +88,12 @@ func (e *Env) NewCluster(cfg config.Config) (*cluster.Cluster, error) {
 // run on a partitioned cluster (--parallel N ≥ 1).
 type Partitionable interface {
 	// SerialReason returns why the experiment must run on the classic
-	// single loop, or "" when its workload keeps to what partitions can do
-	// on their own: collectives and transfers, started between runs, with
-	// loss on links — no fault plans, samplers or other controllers that
-	// act on several partitions in the middle of a run.
+	// single loop, or "" when it can run partitioned: its workload keeps
+	// to what partitions do on their own (collectives and transfers,
+	// started between runs, loss on links), and whatever acts on several
+	// partitions in mid-run (fault plans, Clustermapper, samplers, an
+	// event starting flows on several hosts) is scheduled on
+	// cluster.Scheduler, whose global events run between windows.
 	SerialReason() string
 }
 

@@ -26,10 +26,10 @@ func (failover) Title() string {
 	return "link on an active path cut mid-transfer: MRC bypass vs RoCE stall"
 }
 
-// SerialReason implements Partitionable: failover runs on the classic loop only.
-func (failover) SerialReason() string {
-	return "a fault plan (faults.Drill) cuts a link mid-transfer and a sampler reads throughput across the fabric: fault injection acts on the whole fabric"
-}
+// SerialReason implements Partitionable: failover runs partitioned (the
+// fault plan and the throughput sampler act as global events between
+// windows, cluster.Scheduler).
+func (failover) SerialReason() string { return "" }
 
 func (failover) TargetRows() []string { return []string{"T7"} }
 func (failover) ClusterSets() []string {
@@ -109,25 +109,26 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		var c *cluster.Cluster
 		var last uint64
 		var sample func()
-		cell.s, err = faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: deadline, Baseline: true,
+		cell.s, err = faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: deadline, Baseline: true, Parallel: env.Parallel,
 			Workload: faults.Workload{Pattern: "p2p", Src: 0, Dst: dst, Bytes: size},
 			OnCluster: func(cl *cluster.Cluster) {
 				c = cl
 				env.Watch(cl)
+				sched := c.Scheduler() // partitioned: global events
 				sample = func() {
 					var rx uint64
 					for _, p := range c.Topo.HostPorts[dst] {
 						rx += p.Counters.RxBytes
 					}
-					if c.Loop.Now() > 0 {
+					if sched.Now() > 0 {
 						cell.samples = append(cell.samples, float64(rx-last)*8/float64(interval.Nanoseconds()))
 					}
 					last = rx
-					if next := c.Loop.Now() + sim.Time(interval); next <= sim.Time(deadline) {
-						c.Loop.At(next, sample)
+					if next := sched.Now() + sim.Time(interval); next <= sim.Time(deadline) {
+						sched.At(next, sample)
 					}
 				}
-				c.Loop.At(0, sample)
+				sched.At(0, sample)
 			}})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell.name, err)
@@ -149,7 +150,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 			sr.Y = append(sr.Y, cell.samples[i])
 		}
 		tp.Series = append(tp.Series, sr)
-		res.Events += c.Loop.Executed()
+		res.Events += c.Executed()
 		target := ""
 		if len(f.Targets) > 0 {
 			target = f.Targets[0]

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/faults"
@@ -31,10 +30,10 @@ func (flapping) Title() string {
 	return "four T0–T1 links flapping under a running all-reduce job: throughput during and after, QP failures"
 }
 
-// SerialReason implements Partitionable: flapping runs on the classic loop only.
-func (flapping) SerialReason() string {
-	return "a fault injector flaps links in the middle of the run and per-iteration sampling reads the whole fabric"
-}
+// SerialReason implements Partitionable: flapping runs partitioned (the
+// injector, the recorder and the throughput sampler act as global events
+// between windows, cluster.Scheduler).
+func (flapping) SerialReason() string { return "" }
 
 func (flapping) TargetRows() []string { return []string{"T9"} }
 func (flapping) ClusterSets() []string {
@@ -96,7 +95,7 @@ type flOut struct {
 }
 
 func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.Time, interval time.Duration, events *uint64) (*flOut, error) {
-	c, err := cluster.New(cfg, nil)
+	c, err := env.NewCluster(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +109,7 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 		}
 		return ts
 	}
+	sched := c.Scheduler() // partitioned: global events, between windows
 	var last, lastPlaced uint64
 	var tick func()
 	tick = func() {
@@ -122,21 +122,21 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 		for _, q := range qps() {
 			placed += q.Stats().BytesPlaced
 		}
-		if c.Loop.Now() > 0 {
+		if sched.Now() > 0 {
 			o.rx = append(o.rx, float64(rx-last)*8/float64(interval.Nanoseconds()))
 			o.good = append(o.good, float64(placed-lastPlaced)/float64(interval.Nanoseconds()))
 		}
 		last, lastPlaced = rx, placed
-		if next := c.Loop.Now() + sim.Time(interval); next <= end {
-			c.Loop.At(next, tick)
+		if next := sched.Now() + sim.Time(interval); next <= end {
+			sched.At(next, tick)
 		}
 	}
-	c.Loop.At(0, tick)
+	sched.At(0, tick)
 	var logb bytes.Buffer
 	var rec *faults.Recorder
 	if plan != nil {
-		rec = faults.NewRecorder(c.Loop, &logb)
-		in, err := faults.NewInjector(c.Topo, c.Loop, plan, cfg.Seed, rec)
+		rec = faults.NewRecorder(sched, &logb)
+		in, err := faults.NewInjector(c.Topo, sched, plan, cfg.Seed, rec)
 		if err != nil {
 			return nil, err
 		}
@@ -153,8 +153,8 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 	if err != nil {
 		return nil, err
 	}
-	for c.Loop.Now() < end {
-		t0 := c.Loop.Now()
+	for c.Now() < end {
+		t0 := c.Now()
 		r, err := m.Run(ring, size, collectives.RunOptions{})
 		if err == nil && r.Check == collectives.CheckFailed {
 			err = fmt.Errorf("%d wrong elements", r.Wrong)
@@ -166,15 +166,15 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 		if len(o.iters) == 0 && rec != nil {
 			rec.Watch(qps()...) // the ring's QPs exist from the first iteration on
 		}
-		o.iters = append(o.iters, flIter{start: t0, end: c.Loop.Now(), busbw: r.BusBW, check: r.Check})
+		o.iters = append(o.iters, flIter{start: t0, end: c.Now(), busbw: r.BusBW, check: r.Check})
 	}
 	if rec != nil {
 		var last time.Duration
 		for _, ev := range plan.Events {
 			last = max(last, ev.End())
 		}
-		if t := sim.Time(last) + 1; t > c.Loop.Now() {
-			c.Loop.RunUntil(t)
+		if t := sim.Time(last) + 1; t > c.Now() {
+			c.RunUntil(t)
 		}
 		rec.Finish()
 		o.faults, o.entries, o.log = rec.Faults, len(rec.Entries), logb.Bytes()
@@ -196,7 +196,7 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 			o.qpErrors++
 		}
 	}
-	*events += c.Loop.Executed()
+	*events += c.Executed()
 	return o, nil
 }
 

@@ -10,8 +10,12 @@ import (
 )
 
 // The experiments that can run partitioned write byte-identical
-// results.csv for --parallel 1, 2 and 4 (and the manifest records the
-// mode); the others say why they cannot, and Execute refuses them.
+// results.csv (and events.jsonl, for those with fault plans) for
+// --parallel 1, 2 and 4 (and the manifest records the mode); the others
+// say why they cannot, and Execute refuses them. The fault and sampler
+// experiments (collateral, dcqcn-tuning, failover, blast-radius,
+// flapping) act on several partitions in mid-run as global events
+// between windows.
 func TestParallelResultsIdentical(t *testing.T) {
 	cases := []struct {
 		name string
@@ -21,6 +25,15 @@ func TestParallelResultsIdentical(t *testing.T) {
 		{"alltoall", []string{"size=1M", "losses=0.01", "roceQPs=1", "payload=real"}},
 		{"permutation", nil},
 		{"p2p", nil},
+		{"failover", nil},
+		{"flapping", []string{"flapFor=2ms", "after=1ms"}},
+		{"collateral", []string{"each=16M"}},
+		{"dcqcn-tuning", []string{"senders=7"}},
+		{"blast-radius", []string{"topologies=4x100G,1x800G", "t1s=8", "from=200us", "to=400us"}},
+	}
+	partitioned := map[string]bool{}
+	for _, tc := range cases {
+		partitioned[tc.name] = true
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +59,9 @@ func TestParallelResultsIdentical(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if ev, err := os.ReadFile(filepath.Join(dir, "events.jsonl")); err == nil {
+					got = append(append(got, "\n-- events.jsonl --\n"...), ev...)
+				}
 				if m, err := ReadManifest(filepath.Join(dir, "manifest.json")); err != nil || m.Parallel != n {
 					t.Errorf("--parallel %d: manifest records parallel %d (%v)", n, m.Parallel, err)
 				}
@@ -63,8 +79,7 @@ func TestParallelResultsIdentical(t *testing.T) {
 	for _, name := range Names() {
 		e, _ := Lookup(name)
 		why := SerialReason(e)
-		switch name {
-		case "allreduce-loss", "alltoall", "permutation", "p2p":
+		if partitioned[name] {
 			continue
 		}
 		if why == "" {

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -103,7 +104,9 @@ func (l *Link) Dst() *Port { return l.dst }
 // would lose is dropped here, when it is sent.
 func (l *Link) transmit(p *Packet, done sim.Time) {
 	if !l.up {
-		l.Counters.DroppedDown++
+		// Atomic: on a cut link the sender (here at transmit) and the
+		// receiver (at arrival) both count, in different partitions.
+		atomic.AddUint64(&l.Counters.DroppedDown, 1)
 		p.Release()
 		return
 	}
@@ -204,7 +207,9 @@ func prefetch2(b unsafe.Pointer) {
 func (l *Link) OnEvent(uint64) {
 	p := l.inflight.pop()
 	if !l.up {
-		l.Counters.DroppedDown++
+		// Atomic: on a cut link the sender (here at transmit) and the
+		// receiver (at arrival) both count, in different partitions.
+		atomic.AddUint64(&l.Counters.DroppedDown, 1)
 		p.Release()
 		return
 	}

@@ -58,7 +58,7 @@ func (ct *Controller) Start() {
 			ct.Push()
 		}
 	}
-	ct.C.Loop.AfterFunc(ct.Period, ct.tick)
+	ct.C.Scheduler().AfterFunc(ct.Period, ct.tick)
 }
 
 // Stop ends the periodic gather.
@@ -69,7 +69,7 @@ func (ct *Controller) tick() {
 		return
 	}
 	ct.Push()
-	ct.C.Loop.AfterFunc(ct.Period, ct.tick)
+	ct.C.Scheduler().AfterFunc(ct.Period, ct.tick)
 }
 
 // Denylist returns the links currently denied, as T0 port names.

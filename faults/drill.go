@@ -37,6 +37,17 @@ type DrillOptions struct {
 	Baseline   bool          // also run the workload without faults, for the slowdown
 	OnCluster  func(c *cluster.Cluster)
 	OnInjector func(in *Injector)
+	// Parallel is --parallel: 0 runs the classic single loop; N ≥ 1 the
+	// partitioned cluster (cluster.NewForWorkers) on N goroutines, with
+	// the plan, Clustermapper, the controller and the recorder acting as
+	// global events between windows. The summary and the event log are
+	// the same for every N ≥ 1 (and differ slightly from the classic
+	// loop's: frames arriving together are ordered by link).
+	Parallel int
+	// Partitions, with Parallel ≥ 1, is the number of partitions (0:
+	// cluster.NewForWorkers's choice, 4 per worker); results do not
+	// depend on it either.
+	Partitions int
 }
 
 // Summary is a drill's outcome.
@@ -137,9 +148,10 @@ func startJob(c *cluster.Cluster, w Workload, connect func(a, b int) ([]cluster.
 	return j, nil
 }
 
-// runJob runs the loop until the job is done or the deadline passes.
+// runJob runs the cluster until the job is done or the deadline passes
+// (partitioned: checked between windows).
 func runJob(c *cluster.Cluster, j *job, deadline sim.Time) {
-	c.Loop.RunWhile(func() bool { return !j.done() && c.Loop.Now() < deadline })
+	c.RunWhile(func() bool { return !j.done() && c.Now() < deadline })
 }
 
 // Drill builds the cluster cfg describes, starts the workload and the
@@ -154,9 +166,15 @@ func Drill(cfg config.Config, o DrillOptions) (*Summary, error) {
 	if o.Workload.Bytes == 0 {
 		o.Workload.Bytes = 4 << 20
 	}
+	build := func() (*cluster.Cluster, error) {
+		if o.Parallel > 0 && o.Partitions > 0 {
+			return cluster.NewPartitioned(cfg, o.Partitions, o.Parallel)
+		}
+		return cluster.NewForWorkers(cfg, o.Parallel)
+	}
 	var base time.Duration
 	if o.Baseline {
-		c, err := cluster.New(cfg, nil)
+		c, err := build()
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +189,7 @@ func Drill(cfg config.Config, o DrillOptions) (*Summary, error) {
 		}
 		c.Close()
 	}
-	c, err := cluster.New(cfg, nil)
+	c, err := build()
 	if err != nil {
 		return nil, err
 	}
@@ -179,12 +197,13 @@ func Drill(cfg config.Config, o DrillOptions) (*Summary, error) {
 	if o.OnCluster != nil {
 		o.OnCluster(c)
 	}
-	rec := NewRecorder(c.Loop, o.Log)
+	sched := c.Scheduler()
+	rec := NewRecorder(sched, o.Log)
 	plan := o.Plan
 	if plan == nil {
 		plan = &Plan{}
 	}
-	in, err := NewInjector(c.Topo, c.Loop, plan, cfg.Seed, rec)
+	in, err := NewInjector(c.Topo, sched, plan, cfg.Seed, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +214,11 @@ func Drill(cfg config.Config, o DrillOptions) (*Summary, error) {
 	var ct *Controller
 	connect := c.Connect
 	if o.Mapper && c.Topo.Kind == "clos" && c.Topo.Mode == fabric.ForwardUSID {
-		m, err = NewMapper(c.Topo, c.Loop, o.MapperCfg, rec)
+		m, err = NewMapper(c.Topo, sched, o.MapperCfg, rec)
 		if err != nil {
 			return nil, err
 		}
+		m.Pool = c.HostPool
 		ct = NewController(c, m, rec)
 		if o.Period > 0 {
 			ct.Period = o.Period
@@ -222,8 +242,8 @@ func Drill(cfg config.Config, o DrillOptions) (*Summary, error) {
 	for _, ev := range plan.Events {
 		last = max(last, ev.End(), ev.At)
 	}
-	if t := min(sim.Time(last)+1, deadline); t > c.Loop.Now() {
-		c.Loop.RunUntil(t)
+	if t := min(sim.Time(last)+1, deadline); t > c.Now() {
+		c.RunUntil(t)
 	}
 	rec.Finish()
 	if m != nil {

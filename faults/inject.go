@@ -67,14 +67,16 @@ func (p *Plan) Resolve(topo *fabric.Topology, seed uint64) ([]*Target, error) {
 	return out, errs.err()
 }
 
-// Injector applies a plan's faults on the loop and undoes each at its end.
+// Injector applies a plan's faults and undoes each at its end, as events
+// of a sim.Scheduler: the classic loop, or a partitioned cluster's global
+// events (cluster.Scheduler), which run with every partition stopped.
 // Overlapping faults compose: a link is down while any fault holds it
 // down, loss and corruption models stack, extra delays add up.
 type Injector struct {
-	Topo *fabric.Topology
-	Loop *sim.Loop
-	Plan *Plan
-	Rec  *Recorder // may be nil
+	Topo  *fabric.Topology
+	Sched sim.Scheduler
+	Plan  *Plan
+	Rec   *Recorder // may be nil
 
 	targets []*Target
 	res     *resolver
@@ -111,9 +113,9 @@ type storm struct {
 }
 
 // NewInjector validates plan against topo (see Plan.Resolve) and returns
-// an injector for it; seed is the cluster's seed (used when the plan has
-// none).
-func NewInjector(topo *fabric.Topology, loop *sim.Loop, plan *Plan, seed uint64, rec *Recorder) (*Injector, error) {
+// an injector for it, acting on s (cluster.Scheduler); seed is the
+// cluster's seed (used when the plan has none).
+func NewInjector(topo *fabric.Topology, s sim.Scheduler, plan *Plan, seed uint64, rec *Recorder) (*Injector, error) {
 	ts, err := plan.Resolve(topo, seed)
 	if err != nil {
 		return nil, err
@@ -121,7 +123,7 @@ func NewInjector(topo *fabric.Topology, loop *sim.Loop, plan *Plan, seed uint64,
 	if plan.Seed != 0 {
 		seed = plan.Seed
 	}
-	return &Injector{Topo: topo, Loop: loop, Plan: plan, Rec: rec, targets: ts, seed: seed,
+	return &Injector{Topo: topo, Sched: s, Plan: plan, Rec: rec, targets: ts, seed: seed,
 		res:      newResolver(topo, sim.NewStream(seed, "faults/dynamic")),
 		linkDown: map[*fabric.Link]int{}, swDown: map[*fabric.Switch]int{},
 		loss: map[*fabric.Link]*layered{}, corr: map[*fabric.Link]*layered{}, delay: map[*fabric.Link]*delays{},
@@ -134,12 +136,12 @@ func (in *Injector) Target(i int) *Target { return in.targets[i] }
 
 // Start schedules every event relative to now.
 func (in *Injector) Start() {
-	in.start = in.Loop.Now()
+	in.start = in.Sched.Now()
 	for i, ev := range in.Plan.Events {
 		i, ev := i, ev
-		in.Loop.At(in.start+sim.Time(ev.At), func() { in.apply(i) })
+		in.Sched.At(in.start+sim.Time(ev.At), func() { in.apply(i) })
 		if end := ev.End(); end > 0 {
-			in.Loop.At(in.start+sim.Time(end), func() { in.undo(i) })
+			in.Sched.At(in.start+sim.Time(end), func() { in.undo(i) })
 		}
 	}
 }
@@ -330,14 +332,14 @@ func (in *Injector) flap(i int, ev *Event, t *Target) {
 	}
 	jitter := ev.dur("jitter", 0)
 	rng := sim.NewStream(in.seed, fmt.Sprintf("faults/flap/%d", i))
-	now := in.Loop.Now()
+	now := in.Sched.Now()
 	for k := 0; k < count; k++ {
 		var j time.Duration
 		if jitter > 0 {
 			j = time.Duration(rng.Int64N(int64(jitter) + 1))
 		}
 		at := now + sim.Time(time.Duration(k)*period+j)
-		in.Loop.At(at, func() {
+		in.Sched.At(at, func() {
 			for _, c := range t.Cables {
 				in.cableDown(c, true)
 			}
@@ -345,7 +347,7 @@ func (in *Injector) flap(i int, ev *Event, t *Target) {
 				in.Rec.note(i, "flap_down", nil)
 			}
 		})
-		in.Loop.At(at+sim.Time(downFor), func() {
+		in.Sched.At(at+sim.Time(downFor), func() {
 			for _, c := range t.Cables {
 				in.cableDown(c, false)
 			}
@@ -539,5 +541,5 @@ func (in *Injector) stormTick(st *storm) {
 	for _, p := range st.ports {
 		p.SendPause(st.class, st.quanta)
 	}
-	in.Loop.AfterFunc(st.every, func() { in.stormTick(st) })
+	in.Sched.AfterFunc(st.every, func() { in.stormTick(st) })
 }

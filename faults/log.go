@@ -63,9 +63,11 @@ type FaultReport struct {
 // Recorder keeps the event log and measures every fault: it samples the
 // faulted elements' counters and the watched QPs' statistics, finely
 // (Fine) for FineWindow after each injection and coarsely (Coarse) while
-// any fault is active.
+// any fault is active. It runs on a sim.Scheduler (the classic loop, or a
+// partitioned cluster's global events: cluster.Scheduler), so it reads
+// counters and QPs with every partition stopped.
 type Recorder struct {
-	Loop       *sim.Loop
+	Sched      sim.Scheduler
 	W          io.Writer // JSON lines; nil keeps them in Entries only
 	Entries    []Entry
 	Faults     []*FaultReport
@@ -85,9 +87,10 @@ type Recorder struct {
 	enc       *json.Encoder
 }
 
-// NewRecorder returns a recorder writing JSON lines to w (may be nil).
-func NewRecorder(loop *sim.Loop, w io.Writer) *Recorder {
-	return &Recorder{Loop: loop, W: w, Fine: time.Microsecond, FineWindow: 2 * time.Millisecond, Coarse: 50 * time.Microsecond,
+// NewRecorder returns a recorder writing JSON lines to w (may be nil),
+// sampling on s (cluster.Scheduler).
+func NewRecorder(s sim.Scheduler, w io.Writer) *Recorder {
+	return &Recorder{Sched: s, W: w, Fine: time.Microsecond, FineWindow: 2 * time.Millisecond, Coarse: 50 * time.Microsecond,
 		qpErr: map[verbs.Transport]bool{}}
 }
 
@@ -96,7 +99,7 @@ func (r *Recorder) Watch(ts ...verbs.Transport) { r.qps = append(r.qps, ts...) }
 
 // Log appends an entry at the current virtual time.
 func (r *Recorder) Log(e Entry) {
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	e.T, e.Time = int64(now), time.Duration(now).String()
 	r.Entries = append(r.Entries, e)
 	if r.W != nil {
@@ -130,7 +133,7 @@ func hardKind(k Kind) bool {
 func (r *Recorder) injected(i int, ev *Event, t *Target) {
 	names := t.Names()
 	r.Log(Entry{Event: "inject", Fault: ip(i), Kind: string(ev.Kind), Target: names, Detail: paramString(ev)})
-	fr := &FaultReport{Index: i, Label: ev.Label(), Kind: string(ev.Kind), Targets: names, start: r.Loop.Now(), StartNs: int64(r.Loop.Now()),
+	fr := &FaultReport{Index: i, Label: ev.Label(), Kind: string(ev.Kind), Targets: names, start: r.Sched.Now(), StartNs: int64(r.Sched.Now()),
 		EndNs: -1, FirstLossNs: -1, DetectNs: -1, BypassNs: -1, LocateNs: -1, DenyNs: -1, hard: hardKind(ev.Kind), keys: map[string]bool{}}
 	var links []*fabric.Link
 	var feeders []*fabric.Port
@@ -177,7 +180,7 @@ func (r *Recorder) injected(i int, ev *Event, t *Target) {
 		fr.Outcome = "n/a"
 	}
 	r.Faults = append(r.Faults, fr)
-	r.lastInj = r.Loop.Now()
+	r.lastInj = r.Sched.Now()
 	r.startSampling()
 }
 
@@ -215,7 +218,7 @@ func (r *Recorder) report(i int) *FaultReport {
 func (r *Recorder) recovered(i int, _ *Event, t *Target) {
 	r.sample()
 	if fr := r.report(i); fr != nil {
-		fr.ended, fr.endAt, fr.EndNs = true, r.Loop.Now(), int64(r.Loop.Now()-fr.start)
+		fr.ended, fr.endAt, fr.EndNs = true, r.Sched.Now(), int64(r.Sched.Now()-fr.start)
 	}
 	r.Log(Entry{Event: "recovered", Fault: ip(i), Target: t.Names()})
 }
@@ -225,7 +228,7 @@ func (r *Recorder) startSampling() {
 		return
 	}
 	r.sampling = true
-	r.Loop.AfterFunc(r.Fine, r.tick)
+	r.Sched.AfterFunc(r.Fine, r.tick)
 }
 
 // Stop ends sampling (the loop then runs dry once the workload does).
@@ -237,7 +240,7 @@ func (r *Recorder) tick() {
 		return
 	}
 	r.sample()
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	active := false
 	for _, f := range r.Faults {
 		if !f.ended {
@@ -246,9 +249,9 @@ func (r *Recorder) tick() {
 	}
 	switch {
 	case now-r.lastInj < sim.Time(r.FineWindow):
-		r.Loop.AfterFunc(r.Fine, r.tick)
+		r.Sched.AfterFunc(r.Fine, r.tick)
 	case active:
-		r.Loop.AfterFunc(r.Coarse, r.tick)
+		r.Sched.AfterFunc(r.Coarse, r.tick)
 	default:
 		r.sampling = false
 	}
@@ -256,7 +259,7 @@ func (r *Recorder) tick() {
 
 // sample reads every counter once.
 func (r *Recorder) sample() {
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	r.ticks++
 	for _, f := range r.Faults {
 		if f.ended {
@@ -313,7 +316,7 @@ func (r *Recorder) sample() {
 
 // probeLoss is told by Clustermapper that a probe was lost.
 func (r *Recorder) probeLoss(what string) {
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	for _, f := range r.Faults {
 		if !f.ended && f.DetectNs < 0 && now > f.start {
 			f.DetectNs, f.DetectBy = int64(now-f.start), "clustermapper"
@@ -324,7 +327,7 @@ func (r *Recorder) probeLoss(what string) {
 
 // located is told by Clustermapper what it found.
 func (r *Recorder) located(fd Finding) {
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	r.Log(Entry{Event: "located", Target: []string{fd.Element}, Kind: fd.Kind, Detail: fd.String(), Value: fd.LossRate})
 	for _, f := range r.Faults {
 		if f.LocateNs < 0 && f.keys[fd.Element] && (!f.ended || now <= f.endAt) {
@@ -335,7 +338,7 @@ func (r *Recorder) located(fd Finding) {
 
 // denied is told by the controller which links it pushed.
 func (r *Recorder) denied(keys []string, evs int) {
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	r.Log(Entry{Event: "deny_pushed", Target: keys, Value: float64(evs)})
 	for _, f := range r.Faults {
 		if f.DenyNs >= 0 || f.ended {
@@ -354,7 +357,7 @@ func (r *Recorder) denied(keys []string, evs int) {
 func (r *Recorder) Finish() {
 	r.sample()
 	r.Stop()
-	now := r.Loop.Now()
+	now := r.Sched.Now()
 	for _, f := range r.Faults {
 		end := now
 		if f.ended {

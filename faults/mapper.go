@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
@@ -115,11 +116,19 @@ type agent struct {
 // in every plane — and a locator turns the losses into findings: a NIC–T0
 // link, a T0–T1 link or a switch, hard (consecutive losses) or gray
 // (windowed loss rate above a threshold).
+//
+// Probe rounds, evaluations and the analysis run on a sim.Scheduler (the
+// classic loop, or a partitioned cluster's global events); only the taps
+// that catch returning probes run inside the hosts' partitions, each
+// touching its own host's agent.
 type Mapper struct {
-	Topo *fabric.Topology
-	Loop *sim.Loop
-	Cfg  MapperConfig
-	Rec  *Recorder
+	Topo  *fabric.Topology
+	Sched sim.Scheduler
+	Cfg   MapperConfig
+	Rec   *Recorder
+	// Pool returns the packet pool of host h's partition (probes are built
+	// from it); nil means Topo.Pool (a classic cluster).
+	Pool func(h int) *fabric.Pool
 	// OnFinding hears every new finding (the controller).
 	OnFinding func(Finding)
 
@@ -129,18 +138,19 @@ type Mapper struct {
 	findings map[string]Finding
 	owners   [][]fabric.Device // the NIC each host port had before the tap
 	stopped  bool
-	// Counters.
+	// Counters (Received is added to atomically: read it after a run).
 	Sent, Received, Lost uint64
 }
 
-// NewMapper prepares Clustermapper on a uSID Clos fabric.
-func NewMapper(topo *fabric.Topology, loop *sim.Loop, cfg MapperConfig, rec *Recorder) (*Mapper, error) {
+// NewMapper prepares Clustermapper on a uSID Clos fabric, running on s
+// (cluster.Scheduler).
+func NewMapper(topo *fabric.Topology, s sim.Scheduler, cfg MapperConfig, rec *Recorder) (*Mapper, error) {
 	if topo.Kind != "clos" || topo.Mode != fabric.ForwardUSID {
 		return nil, fmt.Errorf("faults: Clustermapper needs a Clos fabric with uSID forwarding (probes are SRv6 loopback paths)")
 	}
 	cfg.defaults()
 	c := topo.Clos
-	return &Mapper{Topo: topo, Loop: loop, Cfg: cfg, Rec: rec, nic: make([]elemStats, topo.Hosts*topo.Planes),
+	return &Mapper{Topo: topo, Sched: s, Cfg: cfg, Rec: rec, nic: make([]elemStats, topo.Hosts*topo.Planes),
 		link: make([]elemStats, topo.Planes*c.T0*c.T1), findings: map[string]Finding{}}, nil
 }
 
@@ -178,9 +188,9 @@ func (m *Mapper) Start() {
 		sub, idx := t.HostSubnet(h)
 		slot := idx*t.Clos.T0 + sub
 		off := time.Duration(int64(m.Cfg.Interval) * int64(slot) / int64(t.Clos.HostsPerT0*t.Clos.T0))
-		m.Loop.AfterFunc(off, func() { m.round(a) })
+		m.Sched.AfterFunc(off, func() { m.round(a) })
 	}
-	m.Loop.AfterFunc(m.Cfg.Window/2, m.rotate)
+	m.Sched.AfterFunc(m.Cfg.Window/2, m.rotate)
 }
 
 // Stop ends probing and removes the taps.
@@ -205,7 +215,7 @@ func (m *Mapper) rotate() {
 	for i := range m.link {
 		m.link[i].prev, m.link[i].cur = m.link[i].cur, [2]uint64{}
 	}
-	m.Loop.AfterFunc(m.Cfg.Window/2, m.rotate)
+	m.Sched.AfterFunc(m.Cfg.Window/2, m.rotate)
 }
 
 func (m *Mapper) round(a *agent) {
@@ -235,8 +245,8 @@ func (m *Mapper) round(a *agent) {
 		}
 	}
 	r := a.round
-	m.Loop.AfterFunc(m.Cfg.Timeout, func() { m.evaluate(a, r) })
-	m.Loop.AfterFunc(m.Cfg.Interval, func() { m.round(a) })
+	m.Sched.AfterFunc(m.Cfg.Timeout, func() { m.evaluate(a, r) })
+	m.Sched.AfterFunc(m.Cfg.Interval, func() { m.round(a) })
 }
 
 // seq packs (round, plane, slot) into the probe's sequence number.
@@ -251,12 +261,16 @@ func (m *Mapper) send(a *agent, plane, slot int, path [16]byte) {
 	}
 	addr := m.Topo.HostAddr(a.host, plane)
 	seq := probeSeq(a.round, plane, slot)
-	p := fabric.BuildFrame(m.Topo.Pool, fabric.FrameSpec{Src: addr, Dst: addr, Outer: &path, Sport: probeSport,
+	pool := m.Topo.Pool
+	if m.Pool != nil {
+		pool = m.Pool(a.host)
+	}
+	p := fabric.BuildFrame(pool, fabric.FrameSpec{Src: addr, Dst: addr, Outer: &path, Sport: probeSport,
 		DSCP: fabric.DSCPControl, Payload: m.Cfg.ProbeBytes, Stored: -1, Seq: seq})
 	copy(p.Data[0:6], pt.Peer.MAC[:])
 	copy(p.Data[6:12], pt.MAC[:])
 	p.TraceID = probeMagic | uint64(seq&0xffffff)
-	p.SentAt = m.Loop.Now()
+	p.SentAt = m.Sched.Now()
 	m.Sent++
 	pt.Enqueue(p)
 }
@@ -292,7 +306,7 @@ func (m *Mapper) rx(host int, p *fabric.Packet) {
 		return // late: already counted lost
 	}
 	a.slots[plane][slot].back = true
-	m.Received++
+	atomic.AddUint64(&m.Received, 1) // taps of several partitions
 }
 
 func (m *Mapper) evaluate(a *agent, round uint32) {
@@ -341,7 +355,7 @@ func (m *Mapper) evaluate(a *agent, round uint32) {
 // switches when every link of a switch fails.
 func (m *Mapper) analyze() {
 	t, c := m.Topo, m.Topo.Clos
-	now := m.Loop.Now()
+	now := m.Sched.Now()
 	want := map[string]Finding{}
 	hard := m.Cfg.HardStreak
 	for pl := 0; pl < t.Planes; pl++ {

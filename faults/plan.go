@@ -8,8 +8,10 @@
 // NIC; a Recorder keeps an event log (JSON lines) and a per-run summary.
 //
 // Nothing here reads the wall clock or sleeps: everything runs on the
-// cluster's sim.Loop, and every random choice comes from a stream seeded by
-// the plan seed, so a run replays exactly. See docs/faults.md.
+// cluster's sim.Scheduler (its sim.Loop, or a partitioned cluster's global
+// events between windows: cluster.Cluster.Scheduler), and every random
+// choice comes from a stream seeded by the plan seed, so a run replays
+// exactly. See docs/faults.md.
 package faults
 
 import (

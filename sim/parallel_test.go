@@ -215,3 +215,143 @@ func TestScheduleRankedOrder(t *testing.T) {
 type HandlerFunc func(uint64)
 
 func (f HandlerFunc) OnEvent(a uint64) { f(a) }
+
+// globalRing adds global events to a ring: each one checks that it runs
+// after every event before its time and before any at its time, records
+// what every node has done, perturbs nodes in every partition (their
+// random streams, new local events, messages between partitions) and
+// schedules the next global event, some on the ring's time grid (ties
+// with node events), some off it.
+func globalRing(nodes, parts int) (*ringModel, *Parallel, *[]string) {
+	m := newRing(nodes, parts)
+	p, err := NewParallel(m.loops, ringL, m)
+	if err != nil {
+		panic(err)
+	}
+	var trace []string
+	rng := NewFastRand(11, "global")
+	var tick func()
+	tick = func() {
+		now := p.Now()
+		snap := fmt.Sprint("g@", now, ":")
+		for _, n := range m.nodes {
+			if n.loop.Now() != now {
+				panic(fmt.Sprintf("global event at %d: node %d's clock at %d", now, n.id, n.loop.Now()))
+			}
+			if k := len(n.log); k > 0 {
+				var at Time
+				fmt.Sscanf(n.log[k-1], "%d:", &at)
+				if at >= now {
+					panic(fmt.Sprintf("global event at %d after node %d's event at %d", now, n.id, at))
+				}
+			}
+			snap += fmt.Sprint(" ", len(n.log))
+		}
+		trace = append(trace, snap)
+		if now > 40000 {
+			return
+		}
+		for _, n := range m.nodes {
+			if rng.Uint64()%3 == 0 {
+				n.rng = NewFastRand(n.rng.Uint64()^uint64(now), "global")
+				n.loop.Schedule(now+Time(rng.Uint64()%3)*250, n, 140)
+			}
+		}
+		if from := m.nodes[rng.Uint64()%uint64(nodes)]; now+ringL > from.last {
+			from.last = now + ringL
+			m.send(from, (from.id+1)%nodes, now+ringL, 200|msgFlag)
+		}
+		d := Time(rng.Uint64()%7) * 250
+		if rng.Uint64()%2 == 0 {
+			d += 123
+		}
+		p.At(now+d, tick)
+		if rng.Uint64()%4 == 0 {
+			p.At(now+d, func() { trace = append(trace, fmt.Sprint("second@", p.Now())) })
+		}
+	}
+	p.At(0, tick)
+	return m, p, &trace
+}
+
+// TestParallelGlobalEvents checks that global events give the same
+// results for every number of partitions and workers, and that windows
+// end at them.
+func TestParallelGlobalEvents(t *testing.T) {
+	ref, rp, rtrace := globalRing(12, 1)
+	rp.Run(1)
+	if len(*rtrace) < 20 {
+		t.Fatalf("only %d global events ran", len(*rtrace))
+	}
+	for _, parts := range []int{2, 3, 4} {
+		for _, workers := range []int{1, 2, 4} {
+			m, p, trace := globalRing(12, parts)
+			p.Run(workers)
+			if !reflect.DeepEqual(*trace, *rtrace) {
+				t.Fatalf("parts %d workers %d: global events saw\n%v\nwant\n%v", parts, workers, *trace, *rtrace)
+			}
+			if !reflect.DeepEqual(m.logs(), ref.logs()) {
+				t.Fatalf("parts %d workers %d: node logs differ", parts, workers)
+			}
+			if p.Executed() != rp.Executed() || p.Now() != rp.Now() || p.Stats.Windows != rp.Stats.Windows {
+				t.Fatalf("parts %d workers %d: %d events to %d in %d windows, want %d to %d in %d", parts, workers,
+					p.Executed(), p.Now(), p.Stats.Windows, rp.Executed(), rp.Now(), rp.Stats.Windows)
+			}
+		}
+	}
+	// Without the global events the ring runs differently (they matter).
+	plain := newRing(12, 1)
+	plain.loops[0].Run()
+	if reflect.DeepEqual(plain.logs(), ref.logs()) {
+		t.Fatal("global events changed nothing")
+	}
+}
+
+// TestParallelGlobalRunUntil cuts a run with global events into RunUntil
+// pieces and checks At's refusal inside a window.
+func TestParallelGlobalRunUntil(t *testing.T) {
+	ref, rp, rtrace := globalRing(8, 1)
+	rp.Run(1)
+	m, p, trace := globalRing(8, 2)
+	for u := Time(0); u < 60000; u += 2777 {
+		p.RunUntil(2, u)
+		if p.Now() > u {
+			t.Fatalf("RunUntil(%d) ran to %d", u, p.Now())
+		}
+	}
+	p.Run(2)
+	if !reflect.DeepEqual(*trace, *rtrace) || !reflect.DeepEqual(m.logs(), ref.logs()) {
+		t.Fatal("a run in pieces differs from one run")
+	}
+	// At from inside a window panics.
+	m3 := newRing(4, 2)
+	p3, _ := NewParallel(m3.loops, ringL, m3)
+	var got any
+	m3.loops[1].At(500, func() {
+		defer func() { got = recover() }()
+		p3.At(2000, func() {})
+	})
+	p3.Run(1)
+	if got == nil {
+		t.Fatal("At inside a window did not panic")
+	}
+}
+
+// TestParallelOnBarrier checks the barrier hook sees every window start.
+func TestParallelOnBarrier(t *testing.T) {
+	m := newRing(8, 2)
+	p, _ := NewParallel(m.loops, ringL, m)
+	var calls uint64
+	var last Time
+	p.OnBarrier = func(next Time) {
+		if next < last {
+			t.Errorf("window start %d after %d", next, last)
+		}
+		last = next
+		calls++
+	}
+	p.Run(2)
+	if calls != p.Stats.Windows {
+		t.Fatalf("%d barrier calls for %d windows", calls, p.Stats.Windows)
+	}
+}

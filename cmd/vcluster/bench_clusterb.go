@@ -40,9 +40,6 @@ setting.`,
 			if err != nil {
 				return err
 			}
-			if m, _ := cmd.Flags().GetString("metrics"); m != "" && *parallel > 0 {
-				return usageError(fmt.Errorf("--metrics: counters are published from the single loop; use --parallel 0"))
-			}
 			if memLimit > 0 {
 				// Collect only near the limit: a collection marks the whole
 				// multi-GiB fabric, and the run allocates little (pools,
@@ -79,7 +76,7 @@ setting.`,
 				}
 			}
 			fmt.Fprintf(w, "workload       %d flows (%d hosts under each of %d T0s per plane) of %d bytes\n", flows, perT0, c.Topo.Clos.T0, size)
-			r, el, cpu, err := runPermBench(cmd, c, "bench clusterB", *parallel > 0, perm, size, cpuProf, memProf)
+			r, el, cpu, err := runPermBench(cmd, c, "bench clusterB", perm, size, cpuProf, memProf)
 			if err != nil {
 				return err
 			}

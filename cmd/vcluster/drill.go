@@ -30,13 +30,21 @@ applies a fault plan (YAML, see docs/faults.md) on the event loop, runs
 Clustermapper and the policy controller (uSID Clos fabrics), and prints a
 summary: per fault the time to first loss, to detection, to bypass, to
 location and to the denylist push; the job's completion, byte-for-byte
-verification, retransmissions and slowdown against a fault-free run.`,
+verification, retransmissions and slowdown against a fault-free run.
+
+With --parallel N the cluster runs partitioned on N goroutines: the plan,
+Clustermapper, the controller and the recorder act between windows, with
+every partition stopped, at exactly their times. The summary and the
+event log are the same for every N ≥ 1 (the classic loop, 0, orders
+simultaneous frame arrivals differently, so its numbers differ slightly).`,
 		Example: `  vcluster drill --plan plan.yaml --preset C
   vcluster drill --scenario t1-reboot --at 300us --duration 500us --workload shift
-  vcluster drill --plan plan.yaml --set fabric.forwarding=ecmp --set transport.kind=roce --log events.jsonl`,
+  vcluster drill --plan plan.yaml --set fabric.forwarding=ecmp --set transport.kind=roce --log events.jsonl
+  vcluster drill --scenario t1-reboot --preset C --parallel 2`,
 		Args: noArgs,
 	}
 	load := presetFlags(cmd)
+	parallel := addParallelFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&planPath, "plan", "", "fault plan YAML `file`")
 	f.StringVar(&scenario, "scenario", "", fmt.Sprintf("named scenario instead of a plan: %v", faults.ScenarioNames()))
@@ -57,6 +65,9 @@ verification, retransmissions and slowdown against a fault-free run.`,
 		if err != nil {
 			return err
 		}
+		if err := checkParallelConfig(*parallel, cfg); err != nil {
+			return err
+		}
 		var plan *faults.Plan
 		switch {
 		case planPath != "" && scenario != "":
@@ -75,7 +86,7 @@ verification, retransmissions and slowdown against a fault-free run.`,
 			dst = cfg.Fabric.Hosts - 1
 		}
 		o := faults.DrillOptions{Plan: plan, Workload: faults.Workload{Pattern: pattern, Src: src, Dst: dst, Bytes: size},
-			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline}
+			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline, Parallel: *parallel}
 		if logPath != "" {
 			lf, err := os.Create(logPath)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,5 +38,64 @@ func TestDrillCommand(t *testing.T) {
 	code, _, errOut = runCLI(t, "drill", "--plan", bad, "--preset", "C")
 	if code != 2 || !strings.Contains(errOut, "bad.yaml:2:") {
 		t.Errorf("bad plan: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// vcluster drill --parallel N prints the same summary and writes the same
+// event log for every N ≥ 1: a plan that cuts a T0–T1 link (a link between
+// partitions), reboots a T1 (every one of its links is cut) and loses
+// frames, with Clustermapper and the controller on.
+func TestDrillParallelIdentical(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	os.WriteFile(plan, []byte(`events:
+  - at: 30us
+    duration: 1500us
+    kind: link_down
+    target: link:p1.t0.0-p1.t1.2
+  - at: 60us
+    kind: switch_reboot
+    target: switch:p2.t1.1
+    params: {boot: 1ms}
+  - at: 80us
+    duration: 1ms
+    kind: loss
+    target: link:p3.t0.1-p3.t1.0
+    params: {rate: 2%}
+`), 0o644)
+	var ref, refLog string
+	for _, n := range []string{"1", "2", "4"} {
+		logf := filepath.Join(dir, "events"+n+".jsonl")
+		code, out, errOut := runCLI(t, "drill", "--plan", plan, "--preset", "C", "--set", "fabric.hosts=16", "--set", "fabric.hostsPerT0=2",
+			"--workload", "shift", "--bytes", "8388608", "--baseline=false", "--period", "200us", "--log", logf, "--json", "--parallel", n)
+		if code != 0 {
+			t.Fatalf("--parallel %s: exit %d: %s", n, code, errOut)
+		}
+		b, err := os.ReadFile(logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == "1" {
+			var s struct {
+				Completed, Transfers int
+				Findings, Denylist   []string
+			}
+			if err := json.Unmarshal([]byte(out), &s); err != nil || s.Transfers != 16 || s.Completed != 16 || len(s.Findings) == 0 || len(s.Denylist) == 0 {
+				t.Fatalf("--parallel 1: %+v (%v)\n%s", s, err, out)
+			}
+			for _, ev := range []string{`"inject"`, `"recovered"`, `"located"`, `"deny_pushed"`} {
+				if !strings.Contains(string(b), `"event":`+ev) {
+					t.Errorf("event log lacks %s", ev)
+				}
+			}
+			ref, refLog = out, string(b)
+			continue
+		}
+		if out != ref {
+			t.Errorf("--parallel %s: summary differs:\n%s\nwant (--parallel 1)\n%s", n, out, ref)
+		}
+		if string(b) != refLog {
+			t.Errorf("--parallel %s: events.jsonl differs from --parallel 1's", n)
+		}
 	}
 }

@@ -39,13 +39,12 @@ into --out (the name, if given, must match it); results.csv comes out
 byte-identical. Progress goes to stderr (a bar on a terminal, log lines
 otherwise); --metrics :9464 serves Prometheus metrics while it runs.
 
---parallel N runs each cluster cut into partitions on N goroutines, for the
-experiments whose workload is collectives and transfers only (allreduce-loss,
-alltoall, p2p, permutation): results.csv is the same for every N ≥ 1 and
-differs slightly from the classic loop's (N = 0, the default). Experiments
-with fault plans, samplers or other controllers acting across the fabric in
-mid-run are refused with the reason (exit status 2). With --parallel the
-progress display and --metrics update between points only.`,
+--parallel N runs each cluster cut into partitions on N goroutines (every
+experiment can: fault plans, the Clustermapper and queue samplers act
+between windows, as global events): results.csv and events.jsonl are the
+same for every N ≥ 1 and differ slightly from the classic loop's (N = 0, the
+default). With --parallel the progress display and --metrics update between
+windows.`,
 		Example: `  vcluster experiment list
   vcluster experiment allreduce-loss --quick --out out/ar
   vcluster experiment allreduce-loss --set exp.size=128M --set exp.roceQPs=1,4,16

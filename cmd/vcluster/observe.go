@@ -86,14 +86,24 @@ func (o *observer) Point(i, n int, label string) {
 
 // Watch implements experiments.Observer: it reads c's counters from the
 // loop's progress callback from now on. A partitioned cluster (--parallel)
-// runs on several goroutines and has no such callback: its events, time
-// and counters are read between points only (Point, Watch, End).
+// runs on several goroutines: it is read between windows instead
+// (sim.Parallel.OnBarrier, called with every partition stopped, on the
+// goroutine that ends the window while the one that called Run waits),
+// every progressEvery events.
 func (o *observer) Watch(c *cluster.Cluster) {
 	o.fold()
 	o.cur = c
 	o.clusters++
 	o.curEvents, o.virtual = c.Executed(), c.Now()
-	if c.Parallel() == nil {
+	if p := c.Parallel(); p != nil {
+		next := c.Executed() + progressEvery
+		p.OnBarrier = func(sim.Time) {
+			if ev := p.Executed(); ev >= next {
+				next = ev + progressEvery
+				o.progress(sim.Progress{Now: p.Now(), Events: ev, Pending: p.Pending()})
+			}
+		}
+	} else {
 		c.Loop.OnProgress(progressEvery, o.progress)
 	}
 	o.publish(true)

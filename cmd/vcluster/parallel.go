@@ -97,12 +97,12 @@ func partitionableExperiments() []string {
 
 // unpartitioned names the commands that simulate but cannot run
 // partitioned, and why; they take --parallel so that asking for it gets
-// the reason (exit status 2) instead of "unknown flag". (run, experiment
-// and collective run partitioned: experiments say for themselves,
-// experiments.SerialReason.)
+// the reason (exit status 2) instead of "unknown flag". (run, experiment,
+// collective and drill run partitioned: experiments say for themselves,
+// experiments.SerialReason; fault plans, Clustermapper and samplers act
+// as global events between windows, sim.Parallel.At.)
 var unpartitioned = map[string]string{
-	"drill": "drill cannot run partitioned: it runs a fault plan, and the fault injector, Clustermapper probes and denylist pushes act on the whole fabric in the middle of the run",
-	"ping":  "ping cannot run partitioned: its echoes go through the hosts' netstacks (gVisor), whose traffic shares one random stream across hosts",
+	"ping": "ping cannot run partitioned: its echoes go through the hosts' netstacks (gVisor), whose traffic shares one random stream across hosts",
 }
 
 // refuseParallel gives cmd a --parallel flag that only a value of 0

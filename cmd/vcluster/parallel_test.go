@@ -22,13 +22,16 @@ func TestParallelFlag(t *testing.T) {
 	if err := cmd.Execute(); err != nil || *n != 3 {
 		t.Fatalf("--parallel 3 parsed as %d (%v)", *n, err)
 	}
-	if err := rejectParallel(0, unpartitioned["drill"]); err != nil {
+	if err := rejectParallel(0, unpartitioned["ping"]); err != nil {
 		t.Fatalf("--parallel 0 rejected: %v", err)
 	}
-	err := rejectParallel(2, unpartitioned["drill"])
+	err := rejectParallel(2, unpartitioned["ping"])
 	var ee *exitError
-	if err == nil || !strings.Contains(err.Error(), "drill cannot run partitioned: it runs a fault plan") || !errors.As(err, &ee) || ee.code != 2 {
+	if err == nil || !strings.Contains(err.Error(), "ping cannot run partitioned: its echoes go through the hosts' netstacks") || !errors.As(err, &ee) || ee.code != 2 {
 		t.Fatalf("rejection: %v", err)
+	}
+	if _, ok := unpartitioned["drill"]; ok {
+		t.Fatal("drill is still refused --parallel")
 	}
 }
 
@@ -97,13 +100,10 @@ func TestParallelBenchIdenticalAndRefusals(t *testing.T) {
 		args []string
 		why  string
 	}{
-		{[]string{"drill", "--scenario", "t1-reboot", "--parallel", "2"}, "drill cannot run partitioned: it runs a fault plan"},
 		{[]string{"ping", "--parallel", "1"}, "ping cannot run partitioned"},
-		{[]string{"experiment", "collateral", "--parallel", "2", "--out", never}, "experiment collateral cannot run partitioned: one event starts the incast"},
-		{[]string{"experiment", "all", "--quick", "--parallel", "2", "--out", never}, "experiment failover cannot run partitioned: a fault plan"},
+		{[]string{"drill", "--scenario", "t1-reboot", "--parallel", "2", "--set", "output.pcap=h0/p0"}, "partitioned (parallel) runs do not support output.pcap"},
 		{[]string{"run", "--parallel", "2", "--set", "output.pcap=h0/p0", "--out", never}, "partitioned (parallel) runs do not support output.pcap"},
 		{[]string{"collective", "--parallel", "2", "--set", "host.tcp=true"}, "do not support host.tcp"},
-		{[]string{"bench", "fattree-perm", "--k", "4", "--parallel", "2", "--metrics", "127.0.0.1:0"}, "--metrics"},
 	} {
 		code, _, errOut := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.why) {
@@ -112,6 +112,11 @@ func TestParallelBenchIdenticalAndRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(never); err == nil {
 		t.Errorf("a refused run created %s", never)
+	}
+	// --metrics reads a partitioned run between windows.
+	code, out, errOut := runCLI(t, "bench", "fattree-perm", "--k", "4", "--parallel", "2", "--metrics", "127.0.0.1:0")
+	if code != 0 || physics(out) != ref {
+		t.Errorf("bench --parallel 2 --metrics: exit %d, results\n%s\nwant\n%s\n%s", code, physics(out), ref, errOut)
 	}
 }
 

@@ -117,3 +117,42 @@ func TestBarFitsTerminal(t *testing.T) {
 		t.Errorf("description %q is %d columns", d, n)
 	}
 }
+
+// tickWall advances 1 ms on every reading.
+type tickWall struct{ now int64 }
+
+func (s *tickWall) Now() int64                            { s.now += int64(time.Millisecond); return s.now }
+func (s *tickWall) SleepUntil(d int64, _ <-chan struct{}) { s.now = d }
+
+// A partitioned cluster reports progress between windows
+// (sim.Parallel.OnBarrier): updates with the virtual time come during the
+// run, not only at its points.
+func TestObserverPartitionedProgress(t *testing.T) {
+	var out bytes.Buffer
+	w := &tickWall{}
+	o := newObserverClock(&logProgress{w: &out, every: time.Millisecond}, nil, w)
+	o.Begin("exp")
+	cfg, err := cluster.HtsimFatTreeConfig(4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.NewPartitioned(cfg, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o.Point(0, 1, "perm")
+	o.Watch(c)
+	if _, err := c.RunPermutation(c.SpreadPermutation(1, 1), 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	o.End()
+	got := out.String()
+	n := strings.Count(got, ": virtual ")
+	if min := int(c.Executed()/progressEvery) / 2; n < max(min, 2) {
+		t.Fatalf("%d progress updates for %d events:\n%s", n, c.Executed(), got)
+	}
+	if o.status().events != c.Executed() {
+		t.Errorf("status has %d events, the run %d", o.status().events, c.Executed())
+	}
+}
