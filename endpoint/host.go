@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strconv"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -196,12 +197,19 @@ func (h *Host) init(loop *sim.Loop, topo *fabric.Topology, sh *shared) error {
 	if sh.opts.TCP {
 		tps = append(tps, tcp.NewProtocol)
 	}
+	rng := sh.rng
+	if sh.opts.Partition != nil {
+		// Hosts on different partitions run on different goroutines: each
+		// draws from a stream of its own, so the draws do not depend on
+		// which partition runs first (the single loop keeps one stream).
+		rng = &lockedRand{r: sim.NewStream(loop.Seed(), "endpoint/netstack/"+strconv.Itoa(h.ID))}
+	}
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv6.NewProtocolWithOptions(ipv6.Options{})},
 		TransportProtocols: tps,
 		Clock:              sim.NetstackClock{L: loop},
-		RandSource:         sh.rng,
-		SecureRNG:          sh.rng,
+		RandSource:         rng,
+		SecureRNG:          rng,
 		// Never modified, so netstack skips every hook; an unmodified
 		// table is only read, hence safe to share.
 		IPTables: emptyTables,

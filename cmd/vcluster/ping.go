@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
@@ -36,12 +35,13 @@ func newPingCmd() *cobra.Command {
 	f.IntVar(&payload, "payload", 56, "ICMPv6 data bytes")
 	f.DurationVar(&interval, "interval", time.Millisecond, "virtual time between requests")
 	f.StringVar(&pcapFile, "pcap", "", "capture the source NIC's port in that plane to `file`")
+	parallel := addParallelFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
 			return err
 		}
-		c, err := cluster.New(cfg, nil)
+		c, err := parallelCluster(cfg, *parallel)
 		if err != nil {
 			return usageError(err)
 		}
@@ -81,7 +81,9 @@ func newPingCmd() *cobra.Command {
 		var rtts []time.Duration
 		for i := 0; i < count; i++ {
 			seq := uint16(i + 1)
-			c.Loop.At(sim.Time(i)*sim.Time(interval), func() {
+			// On the source host's loop: its partition's, when partitioned
+			// (the callback then runs on that partition's goroutine only).
+			c.Hosts[from].Loop().At(sim.Time(i)*sim.Time(interval), func() {
 				err := c.Hosts[from].Ping(dst, 1, seq, payload, 0, func(rtt time.Duration, ok bool) {
 					if !ok {
 						fmt.Fprintf(w, "icmp_seq=%d timeout\n", seq)
@@ -95,7 +97,7 @@ func newPingCmd() *cobra.Command {
 				}
 			})
 		}
-		c.Loop.Run()
+		c.Run()
 		fmt.Fprintf(w, "--- %d transmitted, %d received", count, len(rtts))
 		if len(rtts) > 0 {
 			mn, mx, sum := rtts[0], rtts[0], time.Duration(0)
