@@ -27,7 +27,14 @@ type P2PResult struct {
 // and returns the measurements. With transport.payload=real it also checks
 // the bytes.
 func RunP2P(cfg config.Config, a, b int, n uint64, loss float64) (P2PResult, error) {
-	c, err := New(cfg, nil)
+	return RunP2PParallel(cfg, 0, a, b, n, loss)
+}
+
+// RunP2PParallel is RunP2P on the cluster NewForWorkers builds: the
+// classic loop for workers ≤ 0, else partitioned on workers goroutines
+// (the same results for every workers ≥ 1).
+func RunP2PParallel(cfg config.Config, workers, a, b int, n uint64, loss float64) (P2PResult, error) {
+	c, err := NewForWorkers(cfg, workers)
 	if err != nil {
 		return P2PResult{}, err
 	}
@@ -52,7 +59,7 @@ func RunP2P(cfg config.Config, a, b int, n uint64, loss float64) (P2PResult, err
 		}
 		trs = append(trs, tr)
 	}
-	c.Loop.RunWhile(func() bool {
+	c.RunWhile(func() bool {
 		for _, tr := range trs {
 			if !tr.Done() {
 				return true
@@ -60,14 +67,14 @@ func RunP2P(cfg config.Config, a, b int, n uint64, loss float64) (P2PResult, err
 		}
 		return false
 	})
-	r := P2PResult{Bytes: per * uint64(len(ps)), Events: c.Loop.Executed(), Verified: cfg.Transport.Payload == config.PayloadReal,
+	r := P2PResult{Bytes: per * uint64(len(ps)), Events: c.Executed(), Verified: cfg.Transport.Payload == config.PayloadReal,
 		LineRateBps: float64(c.hostRate()) * float64(c.Topo.Planes)}
 	if cfg.Transport.Kind == config.TransportRoCE {
 		r.LineRateBps = float64(c.hostRate()) * float64(min(len(ps), c.Topo.Planes))
 	}
 	for i, tr := range trs {
 		if !tr.Done() {
-			return r, fmt.Errorf("transfer %d stalled at %v", i, c.Loop.Now())
+			return r, fmt.Errorf("transfer %d stalled at %v", i, c.Now())
 		}
 		if len(tr.Errors) > 0 {
 			return r, fmt.Errorf("transfer %d: %d work requests failed (%v)", i, len(tr.Errors), tr.Errors[0].Status)

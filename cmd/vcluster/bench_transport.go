@@ -15,6 +15,7 @@ func init() { benchCommands = append(benchCommands, newBenchP2PCmd) }
 func newBenchP2PCmd() *cobra.Command {
 	var size uint64
 	var losses []float64
+	var parallel *int
 	cmd := &cobra.Command{
 		Use:   "p2p",
 		Short: "One connection between two hosts across the fabric: goodput (virtual) and simulation speed (wall)",
@@ -41,7 +42,7 @@ simulated per wall-clock second.`,
 			fmt.Fprintf(w, "%-7s %12s %8s %10s %8s %12s %12s %10s\n", "loss", "goodput", "of line", "data pkts", "retx", "wall", "Mpkt/s", "Mevents/s")
 			for _, loss := range losses {
 				start := time.Now()
-				r, err := cluster.RunP2P(cfg, 0, cfg.Fabric.Hosts-1, size, loss)
+				r, err := cluster.RunP2PParallel(cfg, *parallel, 0, cfg.Fabric.Hosts-1, size, loss)
 				el := time.Since(start)
 				if err != nil {
 					return err
@@ -55,6 +56,7 @@ simulated per wall-clock second.`,
 	}
 	cmd.Flags().Uint64Var(&size, "size", 1<<30, "bytes to transfer")
 	cmd.Flags().Float64SliceVar(&losses, "loss", []float64{0, 0.001, 0.01}, "loss rates per link")
+	parallel = addParallelFlag(cmd)
 	return cmd
 }
 

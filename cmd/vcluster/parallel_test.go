@@ -274,3 +274,33 @@ func TestParallelPingIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelP2PIdentical: bench p2p's physics (goodput, packets,
+// retransmissions at each loss rate) is the same for --parallel 1 and 2.
+func TestParallelP2PIdentical(t *testing.T) {
+	physics := func(out string) string {
+		var keep []string
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 6 && strings.HasSuffix(f[0], "%") {
+				keep = append(keep, strings.Join(f[:6], " ")) // loss … retx; wall-clock columns dropped
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	var ref string
+	for _, n := range []string{"1", "2"} {
+		code, out, errOut := runCLI(t, "bench", "p2p", "--size", "16777216", "--loss", "0,0.01", "--parallel", n)
+		if code != 0 {
+			t.Fatalf("--parallel %s: exit %d: %s", n, code, errOut)
+		}
+		got := physics(out)
+		if strings.Count(got, "\n") != 1 {
+			t.Fatalf("--parallel %s: want two result rows in\n%s", n, out)
+		}
+		if ref == "" {
+			ref = got
+		} else if got != ref {
+			t.Errorf("--parallel %s:\n%s\nwant\n%s", n, got, ref)
+		}
+	}
+}
