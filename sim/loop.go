@@ -244,7 +244,9 @@ func (l *Loop) next(limit Time) (qentry, bool) {
 		if l.nodes[e.slot()].seq != e.seq() {
 			continue // stopped
 		}
-		l.prefetch()
+		if l.q.head0 < len(l.q.buckets[0]) && !l.noPrefetch {
+			l.prefetch() // only when another event of this time follows
+		}
 		return e, true
 	}
 	return qentry{}, false
@@ -273,9 +275,6 @@ var prefetchDist = [PrefetchStages]int{14, 11, 8, 5, 3, 1}
 // to fire. Only events of the current time are known in order (bucket 0);
 // later ones are not prepared.
 func (l *Loop) prefetch() {
-	if l.noPrefetch {
-		return
-	}
 	b0 := l.q.buckets[0]
 	if i := l.q.head0 + prefetchDist[0] + 3; i < len(b0) {
 		// The node the farthest stage will read, three events later.
