@@ -18,7 +18,6 @@ func newBenchClusterBCmd() *cobra.Command {
 	var size uint64
 	var memLimit int64
 	var buildOnly bool
-	var cpuProf, memProf string
 	var parallel *int
 	cmd := markObserved(&cobra.Command{
 		Use:   "clusterB",
@@ -76,7 +75,7 @@ setting.`,
 				}
 			}
 			fmt.Fprintf(w, "workload       %d flows (%d hosts under each of %d T0s per plane) of %d bytes\n", flows, perT0, c.Topo.Clos.T0, size)
-			r, el, cpu, err := runPermBench(cmd, c, "bench clusterB", perm, size, cpuProf, memProf)
+			r, el, cpu, err := runPermBench(cmd, c, "bench clusterB", perm, size)
 			if err != nil {
 				return err
 			}
@@ -92,9 +91,7 @@ setting.`,
 	cmd.Flags().IntVar(&perT0, "hosts-per-t0", 16, "hosts under each T0 that take part in the permutation")
 	cmd.Flags().Uint64Var(&size, "bytes", 12<<20, "bytes per flow")
 	cmd.Flags().Int64Var(&memLimit, "mem-limit-gib", 15, "Go soft memory limit in GiB; the collector runs only near it (0: no limit, the default collector pacing)")
-	addPrefetchFlag(cmd)
 	cmd.Flags().BoolVar(&buildOnly, "build-only", false, "build the cluster, report, and stop")
-	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file")
-	cmd.Flags().StringVar(&memProf, "memprofile", "", "write a heap (allocation) profile after the run to this file")
+	addPermBenchFlags(cmd)
 	return cmd
 }

@@ -22,7 +22,6 @@ func init() { benchCommands = append(benchCommands, newBenchFatTreeCmd) }
 func newBenchFatTreeCmd() *cobra.Command {
 	var k int
 	var size uint64
-	var cpuProf, memProf string
 	var parallel *int
 	cmd := markObserved(&cobra.Command{
 		Use:   "fattree-perm",
@@ -56,7 +55,7 @@ settings.`,
 			build := time.Since(wall0)
 			fmt.Fprintf(w, "fat-tree k=%d: %d hosts, %d switches, %d links, %s forwarding; %d flows of %d bytes; seed %d; GOMAXPROCS %d\n",
 				cfg.Fabric.K, len(c.Hosts), len(c.Topo.Switches), len(c.Topo.Links), cfg.Fabric.Forwarding, len(perm), size, cfg.Seed, runtime.GOMAXPROCS(0))
-			r, el, cpu, err := runPermBench(cmd, c, "bench fattree-perm", perm, size, cpuProf, memProf)
+			r, el, cpu, err := runPermBench(cmd, c, "bench fattree-perm", perm, size)
 			if err != nil {
 				return err
 			}
@@ -76,9 +75,7 @@ settings.`,
 	parallel = addParallelFlag(cmd)
 	cmd.Flags().IntVar(&k, "k", 16, "fat-tree arity (k³/4 hosts)")
 	cmd.Flags().Uint64Var(&size, "bytes", cluster.HtsimFlowBytes, "bytes per flow")
-	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file")
-	cmd.Flags().StringVar(&memProf, "memprofile", "", "write a heap (allocation) profile after the run to this file")
-	addPrefetchFlag(cmd)
+	addPermBenchFlags(cmd)
 	return cmd
 }
 
@@ -159,19 +156,25 @@ func writeHeapProfile(path string) error {
 	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
-// addPrefetchFlag registers --prefetch (the loops' cache prefetching of
-// upcoming events; off only to measure what it is worth).
-func addPrefetchFlag(cmd *cobra.Command) {
-	cmd.Flags().Bool("prefetch", true, "prefetch the memory of upcoming events (set false to measure what it is worth; results are the same)")
+// addPermBenchFlags registers the flags runPermBench reads: --cpuprofile,
+// --memprofile and --prefetch (the loops' cache prefetching of upcoming
+// events; off only to measure what it is worth).
+func addPermBenchFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	f.String("memprofile", "", "write a heap (allocation) profile after the run to this file")
+	f.Bool("prefetch", true, "prefetch the memory of upcoming events (set false to measure what it is worth; results are the same)")
 }
 
-// runPermBench runs perm on c with the bench's observer (progress, and
-// --metrics on the single loop) and optional CPU and heap profiles, and
-// returns the result with the run's wall and user CPU time.
-func runPermBench(cmd *cobra.Command, c *cluster.Cluster, name string, perm []int, size uint64, cpuProf, memProf string) (r cluster.PermResult, el, cpu time.Duration, err error) {
-	if on, ferr := cmd.Flags().GetBool("prefetch"); ferr == nil {
-		c.SetPrefetch(on)
-	}
+// runPermBench runs perm on c with the bench's observer (progress and
+// --metrics) and the profiles and prefetching addPermBenchFlags asks for,
+// and returns the result with the run's wall and user CPU time.
+func runPermBench(cmd *cobra.Command, c *cluster.Cluster, name string, perm []int, size uint64) (r cluster.PermResult, el, cpu time.Duration, err error) {
+	f := cmd.Flags()
+	cpuProf, _ := f.GetString("cpuprofile")
+	memProf, _ := f.GetString("memprofile")
+	on, _ := f.GetBool("prefetch")
+	c.SetPrefetch(on)
 	obs, stopObs, err := benchObserver(cmd)
 	if err != nil {
 		return r, 0, 0, err
