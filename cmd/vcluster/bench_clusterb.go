@@ -49,6 +49,7 @@ setting.`,
 			}
 			w := cmd.OutOrStdout()
 			wall0, cpu0 := time.Now(), userCPU()
+			adviseHugeHeap(cmd)
 			c, err := parallelCluster(cfg, *parallel)
 			if err != nil {
 				return usageError(err)
@@ -62,8 +63,8 @@ setting.`,
 			ports += len(c.Topo.HostPorts) * c.Topo.Planes
 			fmt.Fprintf(w, "cluster B: %d planes, %d hosts, %d switches, %d ports, %d links; GOMAXPROCS %d\n",
 				c.Topo.Planes, len(c.Hosts), len(c.Topo.Switches), ports, len(c.Topo.Links), runtime.GOMAXPROCS(0))
-			fmt.Fprintf(w, "build          %v (user CPU %v), peak RSS %s, live heap %.2f GiB\n", build.Round(time.Millisecond),
-				buildCPU.Round(time.Millisecond), peakRSS(), float64(liveHeap())/(1<<30))
+			fmt.Fprintf(w, "build          %v (user CPU %v), peak RSS %s, live heap %.2f GiB, %s\n", build.Round(time.Millisecond),
+				buildCPU.Round(time.Millisecond), peakRSS(), float64(liveHeap())/(1<<30), hugeBacked())
 			if buildOnly {
 				return nil
 			}
@@ -92,6 +93,6 @@ setting.`,
 	cmd.Flags().Uint64Var(&size, "bytes", 12<<20, "bytes per flow")
 	cmd.Flags().Int64Var(&memLimit, "mem-limit-gib", 15, "Go soft memory limit in GiB; the collector runs only near it (0: no limit, the default collector pacing)")
 	cmd.Flags().BoolVar(&buildOnly, "build-only", false, "build the cluster, report, and stop")
-	addPermBenchFlags(cmd)
+	addPermBenchFlags(cmd, 12)
 	return cmd
 }
