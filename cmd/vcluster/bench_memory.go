@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/internal/memprobe"
+)
+
+func init() { benchCommands = append(benchCommands, newBenchMemoryCmd) }
+
+func newBenchMemoryCmd() *cobra.Command {
+	var sizes, chains []int
+	var reads int
+	var lines []int
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "This machine's floor: random cache-line reads per second over regions as large as a fabric",
+		Long: `memory measures how fast this machine reads 64-byte lines at random from
+regions of --sizes MiB, with 4 KiB pages and with transparent huge pages,
+following 1 chain (the latency of a miss) and several independent chains at
+once (how many misses the core overlaps — the most prefetching can reach).
+From the best figure at the largest size it prints the ceiling for a
+simulator whose packet-hop touches --lines cold lines: no instruction
+counted, every miss overlapped. Compare it with bench clusterB.`,
+		Example: `  vcluster bench memory
+  vcluster bench memory --sizes 4096 --chains 16`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for name, vs := range map[string][]int{"--sizes": sizes, "--chains": chains, "--lines": lines} {
+				for _, v := range vs {
+					if v < 1 {
+						return usageError(fmt.Errorf("%s: must be ≥ 1, got %d", name, v))
+					}
+				}
+			}
+			if reads < 1000 {
+				return usageError(fmt.Errorf("--reads: must be ≥ 1000, got %d", reads))
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "random 64-byte reads, ns per line (chains followed together; one core)\n%-10s %-8s", "region", "pages")
+			for _, k := range chains {
+				fmt.Fprintf(w, " %9s", fmt.Sprintf("%d chain", k))
+			}
+			fmt.Fprintln(w)
+			var best float64
+			for _, mib := range sizes {
+				order := memprobe.Order(mib<<20/memprobe.Line, uint64(mib))
+				for _, huge := range []bool{false, true} {
+					region, free, err := memprobe.Map(mib<<20, huge)
+					if err != nil {
+						return fmt.Errorf("map %d MiB: %w", mib, err)
+					}
+					page := "4 KiB"
+					if huge {
+						page = "2 MiB"
+					}
+					fmt.Fprintf(w, "%-10s %-8s", fmt.Sprintf("%d MiB", mib), page)
+					// One linking with the most chains serves every k: the
+					// first k chains still spread over all of the region.
+					all := memprobe.Chains(region, slices.Max(chains), order)
+					for _, k := range chains {
+						heads := all[:k]
+						steps := max(reads/k, 1)
+						if k == 1 {
+							steps = max(reads/8, 1) // one miss at a time is slow
+						}
+						memprobe.Follow(region, heads, steps/10) // warm the TLB and caches as a run would
+						d := memprobe.Follow(region, heads, steps)
+						fmt.Fprintf(w, " %9.1f", d)
+						if mib == sizes[len(sizes)-1] && (best == 0 || d < best) {
+							best = d
+						}
+					}
+					fmt.Fprintln(w)
+					free()
+				}
+			}
+			fmt.Fprintf(w, "best at %d MiB: %.1f ns per line; a packet-hop touching", sizes[len(sizes)-1], best)
+			for i, l := range lines {
+				sep := ","
+				if i == len(lines)-1 {
+					sep = ""
+				}
+				fmt.Fprintf(w, " %d lines: ≤ %.2f M hops/s%s", l, 1e3/(float64(l)*best), sep)
+			}
+			fmt.Fprintln(w)
+			return nil
+		},
+	}
+	cmd.Flags().IntSliceVar(&sizes, "sizes", []int{64, 1024, 4096}, "region sizes in MiB (the ceiling uses the last)")
+	cmd.Flags().IntSliceVar(&chains, "chains", []int{1, 8, 16, 24}, "numbers of chains followed together")
+	cmd.Flags().IntVar(&reads, "reads", 16_000_000, "line reads per measurement (an eighth with one chain)")
+	cmd.Flags().IntSliceVar(&lines, "lines", []int{4, 8, 12}, "cold lines per packet-hop for the ceiling line")
+	return cmd
+}
