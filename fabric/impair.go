@@ -94,7 +94,7 @@ func (s *Switch) Down() bool { return s.down }
 // Counters.BlackHoled: to the network they are silent, like the gray
 // failures Clustermapper hunts.
 func (s *Switch) BlackHole(sid uint16, fraction float64) {
-	s.holeSID, s.holeFrac = sid, fraction
+	s.holeSID, s.holeFrac, s.hole = sid, fraction, fraction > 0
 	if s.holeRNG == (sim.FastRand{}) {
 		s.holeRNG = sim.NewFastRand(s.seed, "blackhole/"+s.Name)
 	}

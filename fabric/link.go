@@ -172,8 +172,7 @@ func (l *Link) Prefetch(stage int, _ uint64) {
 			sim.PrefetchLine(unsafe.Pointer(&p.Data[0]))
 		}
 		if s, ok := d.Owner.(*Switch); ok {
-			prefetch2(unsafe.Pointer(s))
-			sim.PrefetchLine(unsafe.Pointer(&s.usidPorts))
+			prefetch2(unsafe.Pointer(s)) // its forwarding line and counters
 		} else if ip, ok := d.Owner.(IngressPrefetcher); ok {
 			ip.PrefetchIngress(stage, p)
 		}

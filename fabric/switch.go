@@ -51,34 +51,50 @@ type SwitchCounters struct {
 // topology builder: a per-subnet next-hop group table (ECMP / static) and a
 // per-uSID port table (the static /48 FIB of SRv6 mode, dense because every
 // /48 is locator block + one uSID).
+//
+// Layout: forwarding a frame reads only the first line (state, identity,
+// tables, egress slab, hooks) and writes only the second (Counters), so
+// one frame costs two of the switch's cache lines, both prefetched with
+// the frame (Link.Prefetch). The uSID tables are shared by every switch
+// with the same contents (all T0s of a Clos, all its T1s) and stay cached.
 type Switch struct {
+	// Line 0.
+	down  bool
+	hole  bool  // a black hole is set (holeFrac > 0)
+	plane uint8 // = Plane, here for the uSID check
+	USID  uint16
+	mode  ForwardingMode
+	usid  *usidFIB // shared, immutable once built
+	slab  []Port   // the ports Ports points at, in one allocation
+	acct  *IngressAccounting
+	// Trace, when set, sees every forwarding decision (tests, path tracing).
+	Trace func(sw *Switch, p *Packet, out *Port)
+
+	// Line 1.
+	Counters SwitchCounters
+
 	Name  string
 	ID    int // fabric-wide device id
 	Tier  int // 0 = T0/edge, 1 = T1/agg, 2 = core
 	Plane int
 	Index int // within its tier and plane
-	USID  uint16
 	Ports []*Port
 
-	Counters SwitchCounters
-	// Trace, when set, sees every forwarding decision (tests, path tracing).
-	Trace func(sw *Switch, p *Packet, out *Port)
-
-	mode        ForwardingMode
 	seed        uint64
 	localSubnet int
 	hostPorts   []int32 // own subnet: host index → port
 	subnetGroup []int32 // subnet → index into groups; -1: no route
 	groups      [][]int32
-	usidPorts   [4][]int32 // uSID type, index → port; -1: none
-	slab        []Port     // the ports Ports points at, in one allocation
-	acct        *IngressAccounting
+	usidPorts   usidFIB // filled while building; usid points at the shared copy
 
-	down     bool
 	holeSID  uint16
 	holeFrac float64
 	holeRNG  sim.FastRand
+	_        [56]byte // a whole number of lines (448 B, a size class): line 0 starts a line
 }
+
+// usidFIB is a switch's uSID port tables: uSID type, index → port; -1: none.
+type usidFIB [4][]int32
 
 // Mode returns the switch's forwarding mode.
 func (s *Switch) Mode() ForwardingMode { return s.mode }
@@ -120,7 +136,7 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 		s.dropIn(p, in, DropNoRoute)
 		return
 	}
-	if s.holeFrac > 0 && s.inHole(p) && s.holeRNG.Float64() < s.holeFrac {
+	if s.hole && s.inHole(p) && s.holeRNG.Float64() < s.holeFrac {
 		s.Counters.BlackHoled++
 		p.Release()
 		return
@@ -184,10 +200,10 @@ func (s *Switch) usidSlot(next uint16) *int32 {
 		return nil
 	}
 	plane, typ, idx := SplitUSID(next)
-	if plane != s.Plane {
+	if plane != int(s.plane) {
 		return nil
 	}
-	t := s.usidPorts[typ]
+	t := s.usid[typ]
 	if idx >= len(t) {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -122,7 +123,7 @@ func newTopology(loop *sim.Loop, o Options, kind string, planes, hosts, subnet i
 }
 
 func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports int, usidType int) *Switch {
-	s := &Switch{Name: name, ID: len(t.Switches) + 1, Tier: tier, Plane: plane, Index: index, mode: o.Mode,
+	s := &Switch{Name: name, ID: len(t.Switches) + 1, Tier: tier, Plane: plane, plane: uint8(plane), Index: index, mode: o.Mode,
 		seed: sim.Hash64(o.ECMPSeed, uint64(len(t.Switches)+1)), localSubnet: -1,
 		USID: USID(plane, usidType, index)}
 	// One allocation for all of the switch's ports: forwarding finds the
@@ -134,9 +135,6 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 		p.init(t.Loop, t.Pool, fmt.Sprintf("%s/%d", name, i), o.FabricPort)
 		p.Owner, p.Index, p.MAC = s, int32(i), MAC(s.ID, i)
 		s.Ports[i] = p
-	}
-	for i := range s.usidPorts {
-		s.usidPorts[i] = nil
 	}
 	if o.PFC != nil && o.PFC.Enabled {
 		s.acct = NewIngressAccounting(t.Loop, o.PFC, s.Ports)
@@ -243,6 +241,7 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 			s.usidPorts[USIDT0] = portRange(0, c.T0)
 		}
 	}
+	t.shareUSIDTables()
 	return t, nil
 }
 
@@ -319,7 +318,33 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 			t.connect(aggs[pod*h+a].Ports[h+c%h], s.Ports[pod], f.Rate, f.Delay)
 		}
 	}
+	t.shareUSIDTables()
 	return t, nil
+}
+
+// shareUSIDTables points every switch at one shared copy of its uSID
+// tables: switches whose tables hold the same entries (every T0 of a Clos,
+// every T1, the edges of a pod) share them, so forwarding reads a few
+// kilobytes that stay cached instead of one table per switch.
+func (t *Topology) shareUSIDTables() {
+	seen := map[string]*usidFIB{}
+	var key []byte
+	for _, s := range t.Switches {
+		key = key[:0]
+		for _, tab := range s.usidPorts {
+			key = binary.LittleEndian.AppendUint32(key, uint32(len(tab)))
+			for _, v := range tab {
+				key = binary.LittleEndian.AppendUint32(key, uint32(v))
+			}
+		}
+		f, ok := seen[string(key)]
+		if !ok {
+			f = new(usidFIB)
+			*f = s.usidPorts
+			seen[string(key)] = f
+		}
+		s.usid, s.usidPorts = f, *f
+	}
 }
 
 // NumPaths returns how many distinct fabric paths (uSID path choices) lead
