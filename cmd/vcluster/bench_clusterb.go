@@ -84,7 +84,7 @@ setting.`,
 			fmt.Fprintf(w, "run wall       %v (user CPU %v)\n", el.Round(time.Millisecond), cpu.Round(time.Millisecond))
 			printPermRun(w, r, el, cpu)
 			fmt.Fprintf(w, "FCT            mean %v, min %v, max %v\n", mean.Round(100*time.Nanosecond), lo.Round(100*time.Nanosecond), hi.Round(100*time.Nanosecond))
-			fmt.Fprintf(w, "peak RSS       %s (total wall %v, user CPU %v)\n", peakRSS(), time.Since(wall0).Round(time.Millisecond), (userCPU() - cpu0).Round(time.Millisecond))
+			fmt.Fprintf(w, "peak RSS       %s, %s (total wall %v, user CPU %v)\n", peakRSS(), hugeBacked(), time.Since(wall0).Round(time.Millisecond), (userCPU() - cpu0).Round(time.Millisecond))
 			return nil
 		},
 	})
