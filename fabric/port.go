@@ -507,8 +507,10 @@ func (pt *Port) startNext() {
 		for m := pt.qmask; m != 0; {
 			c := bits.Len8(m) - 1 // highest class first
 			m &^= 1 << c
-			if u := pq.pausedUntil[c]; pt.paused&(1<<c) != 0 && now < u {
-				if wake == 0 || u < wake {
+			// The paused bit first: pausedUntil is a line of its own that
+			// an unpaused port should never load.
+			if pt.paused&(1<<c) != 0 && now < pq.pausedUntil[c] {
+				if u := pq.pausedUntil[c]; wake == 0 || u < wake {
 					wake = u
 				}
 				continue
