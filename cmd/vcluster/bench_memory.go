@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/internal/memprobe"
+	"github.com/vcluster/vcluster/wallclock"
 )
 
 func init() { benchCommands = append(benchCommands, newBenchMemoryCmd) }
@@ -40,6 +41,7 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 				return usageError(fmt.Errorf("--reads: must be ≥ 1000, got %d", reads))
 			}
 			w := cmd.OutOrStdout()
+			clock := wallclock.New().Now
 			fmt.Fprintf(w, "random 64-byte reads, ns per line (chains followed together; one core)\n%-10s %-8s", "region", "pages")
 			for _, k := range chains {
 				fmt.Fprintf(w, " %9s", fmt.Sprintf("%d chain", k))
@@ -67,8 +69,8 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 						if k == 1 {
 							steps = max(reads/8, 1) // one miss at a time is slow
 						}
-						memprobe.Follow(region, heads, steps/10) // warm the TLB and caches as a run would
-						d := memprobe.Follow(region, heads, steps)
+						memprobe.Follow(region, heads, steps/10, clock) // warm the TLB and caches as a run would
+						d := memprobe.Follow(region, heads, steps, clock)
 						fmt.Fprintf(w, " %9.1f", d)
 						if mib == sizes[len(sizes)-1] && (best == 0 || d < best) {
 							best = d

@@ -9,10 +9,7 @@
 // simulator.
 package memprobe
 
-import (
-	"math/rand/v2"
-	"time"
-)
+import "math/rand/v2"
 
 // Line is the cache line size the probe assumes.
 const Line = 64
@@ -60,21 +57,22 @@ func Chains(region []uint64, k int, order []int32) []int {
 
 // Follow takes steps steps along each chain from heads, all chains
 // advancing together (their loads are independent, so the core can overlap
-// them), and returns the wall time per line read in nanoseconds.
-func Follow(region []uint64, heads []int, steps int) float64 {
+// them), and returns the time per line read in nanoseconds of clock (the
+// caller's wall clock: this package reads none).
+func Follow(region []uint64, heads []int, steps int, clock func() int64) float64 {
 	pos := make([]uint64, len(heads))
 	for i, h := range heads {
 		pos[i] = uint64(h)
 	}
-	t := time.Now()
+	t := clock()
 	for s := 0; s < steps; s++ {
 		for i := range pos {
 			pos[i] = region[pos[i]]
 		}
 	}
-	el := time.Since(t)
+	el := clock() - t
 	sink = pos[0]
-	return float64(el.Nanoseconds()) / float64(steps*len(pos))
+	return float64(el) / float64(steps*len(pos))
 }
 
 var sink uint64

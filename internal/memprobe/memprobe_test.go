@@ -36,8 +36,10 @@ func TestChainsVisitEveryLineOnce(t *testing.T) {
 func TestFollowReturnsToStartAfterACycle(t *testing.T) {
 	region := make([]uint64, 64*Line/8)
 	heads := Chains(region, 1, Order(64, 1))
-	if d := Follow(region, heads, 64); d <= 0 {
-		t.Fatalf("Follow took %v per line", d)
+	tick := int64(0)
+	clock := func() int64 { tick += 1000; return tick }
+	if d := Follow(region, heads, 64, clock); d != 1000.0/64 {
+		t.Fatalf("Follow took %v ns per line by a clock that advanced 1000 ns, want %v", d, 1000.0/64)
 	}
 	if sink != uint64(heads[0]) {
 		t.Fatalf("after one full cycle the chain is at %d, want its head %d", sink, heads[0])
