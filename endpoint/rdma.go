@@ -102,7 +102,7 @@ func (n *NIC) AllocRDMA(h RDMAHeader) (p *fabric.Packet, payload []byte, err err
 		return nil, nil, ErrTooLarge
 	}
 	plane := h.EV.Plane() % len(n.ports)
-	if n.ports[plane].Peer == nil {
+	if !n.cabled(plane) {
 		return nil, nil, ErrUnconnected
 	}
 	p = n.topo.Pool.Get(hdr + h.Stored)

@@ -26,6 +26,9 @@ func TestReserveBacksLaterAllocations(t *testing.T) {
 	if n < 200<<20 {
 		t.Fatalf("advised %d bytes of a 256 MiB reservation", n)
 	}
+	if again, err := Reserve(256 << 20); again != 0 || err != nil {
+		t.Fatalf("a second Reserve = %d, %v; want 0, nil (once per process)", again, err)
+	}
 	slab := make([]int64, 128<<20/8)
 	for i := 0; i < len(slab); i += 512 {
 		slab[i] = int64(i)
@@ -36,6 +39,20 @@ func TestReserveBacksLaterAllocations(t *testing.T) {
 	}
 	t.Logf("%d MiB advised, %d MiB more in huge pages", n>>20, got>>20)
 	_ = slab[len(slab)-1]
+}
+
+// A reservation beyond the machine's memory is cut to what is available
+// instead of failing the process.
+func TestCapReservation(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		avail int64
+		want  int
+	}{{16 << 30, 8 << 30, 6 << 30}, {1 << 30, 8 << 30, 1 << 30}, {16 << 30, 0, 16 << 30}} {
+		if got := capReservation(c.n, c.avail); got != c.want {
+			t.Errorf("capReservation(%d, %d) = %d, want %d", c.n, c.avail, got, c.want)
+		}
+	}
 }
 
 func TestReserveSmallIsNoop(t *testing.T) {
