@@ -126,6 +126,7 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 	s := &Switch{Name: name, ID: len(t.Switches) + 1, Tier: tier, Plane: plane, plane: uint8(plane), Index: index, mode: o.Mode,
 		seed: sim.Hash64(o.ECMPSeed, uint64(len(t.Switches)+1)), localSubnet: -1,
 		USID: USID(plane, usidType, index)}
+	s.usid = &s.usidPorts // until shareUSIDTables points it at the shared copy
 	// One allocation for all of the switch's ports: forwarding finds the
 	// egress port by address arithmetic instead of loading a pointer.
 	s.slab = make([]Port, nports)
