@@ -225,7 +225,7 @@ func (p *evPool) pick(now int64, freePlanes uint32, exclude int32, avoidPlane in
 		for k := 0; k < P; k++ {
 			pl := (p.rr + k) % P
 			ps := &p.planes[pl]
-			if !ps.up || freePlanes&(1<<uint(pl)) == 0 || (pass == 0 && pl == avoidPlane) {
+			if freePlanes&(1<<uint(pl)) == 0 || !ps.up || (pass == 0 && pl == avoidPlane) {
 				continue
 			}
 			if i := p.pickIn(ps, now, exclude); i >= 0 {
@@ -257,7 +257,7 @@ func (p *evPool) pick(now int64, freePlanes uint32, exclude int32, avoidPlane in
 func (p *evPool) canSend(freePlanes uint32) bool {
 	for pl := range p.planes {
 		ps := &p.planes[pl]
-		if ps.up && freePlanes&(1<<uint(pl)) != 0 && len(ps.active) > 0 {
+		if freePlanes&(1<<uint(pl)) != 0 && ps.up && len(ps.active) > 0 { // the mask first: no load for a full plane
 			return true
 		}
 	}

@@ -94,8 +94,11 @@ type wrState struct {
 	npkts    uint32
 	sent     uint32
 	started  bool
-	msn      uint16
-	rqmsn    uint16
+	// virt: the local region stores no bytes (checked at Post; regions
+	// never change), so sending a packet need not look it up.
+	virt  bool
+	msn   uint16
+	rqmsn uint16
 }
 
 type sendRec struct {
@@ -115,6 +118,7 @@ const (
 type QP struct {
 	cfg    Config
 	mem    *verbs.Memory
+	rxMR   *verbs.MR // the region the last data packet was written to
 	qpn    uint32
 	state  verbs.QPState
 	local  verbs.QPAttrs
@@ -265,10 +269,11 @@ func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
 	if wr.Length > 1<<31 {
 		return verbs.ErrTooLong
 	}
-	if _, err := q.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length); err != nil {
+	mr, err := q.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length)
+	if err != nil {
 		return err
 	}
-	q.wrs = append(q.wrs, wrState{wr: wr})
+	q.wrs = append(q.wrs, wrState{wr: wr, virt: mr.Virtual()})
 	q.stats.BytesPosted += wr.Length
 	return nil
 }
@@ -414,10 +419,12 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 	}
 	hl, _ := h.Encode(buf)
 	n := hl
-	if src, err := q.mem.Bytes(w.wr.LocalKey, w.wr.LocalVA+uint64(r.off), uint64(r.plen)); err == nil && src != nil {
-		n += copy(buf[hl:], src)
-		putICRC(buf[n:])
-		n += ICRCLen
+	if !w.virt { // an elided payload has nothing to copy: no lookup
+		if src, err := q.mem.Bytes(w.wr.LocalKey, w.wr.LocalVA+uint64(r.off), uint64(r.plen)); err == nil && src != nil {
+			n += copy(buf[hl:], src)
+			putICRC(buf[n:])
+			n += ICRCLen
+		}
 	}
 	q.order.push(sendRec{seq: r.seq, psn: psn})
 	q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
@@ -628,9 +635,14 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 	}
 	var mr *verbs.MR
 	if plen > 0 { // a zero-length Write touches no memory: any key goes
-		if mr, err = q.mem.Lookup(h.RETH.RKey, h.RETH.VA, uint64(plen)); err != nil {
-			q.pushCtrl(ctrlEnt{kind: ctrlAckNak, code: NakRemoteAccessError, psn: psn, ev: rx.EV})
-			return
+		// The last region written, if it is this key's, saves the
+		// lookup (regions never change); its bounds are checked alike.
+		if mr = q.rxMR; mr == nil || mr.Key != h.RETH.RKey || !mr.Contains(h.RETH.VA, uint64(plen)) {
+			if mr, err = q.mem.Lookup(h.RETH.RKey, h.RETH.VA, uint64(plen)); err != nil {
+				q.pushCtrl(ctrlEnt{kind: ctrlAckNak, code: NakRemoteAccessError, psn: psn, ev: rx.EV})
+				return
+			}
+			q.rxMR = mr
 		}
 	}
 	if mr != nil && mr.Buf != nil && len(b) >= hl+plen {

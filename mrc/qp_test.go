@@ -499,6 +499,15 @@ func TestBadRKey(t *testing.T) {
 	a.q.Post(0, verbs.WorkRequest{ID: 4, LocalKey: a.mr.Key, LocalVA: a.mr.VA, Length: 2 * pmtu, RemoteKey: b.mr.Key, RemoteVA: b.mr.VA + 1<<20 - pmtu})
 	runUntilIdle(a, b, 0, nil)
 	wantComps(t, a.comps(), verbs.Completion{WRID: 4, QPN: qpnA, Op: verbs.OpWrite, Status: verbs.StatusRemoteAccess})
+	// Out of range of the key the previous packet was written with (the
+	// responder remembers that region: its bounds must still be checked).
+	a, b = newPair(t, smallCfg(), 1<<20)
+	a.write(b, 5, verbs.OpWrite, 0, pmtu, 0)
+	a.q.Post(0, verbs.WorkRequest{ID: 6, LocalKey: a.mr.Key, LocalVA: a.mr.VA, Length: 2 * pmtu, RemoteKey: b.mr.Key, RemoteVA: b.mr.VA + 1<<20 - pmtu})
+	runUntilIdle(a, b, 0, nil)
+	wantComps(t, a.comps(),
+		verbs.Completion{WRID: 5, QPN: qpnA, Op: verbs.OpWrite, Bytes: pmtu},
+		verbs.Completion{WRID: 6, QPN: qpnA, Op: verbs.OpWrite, Status: verbs.StatusRemoteAccess})
 }
 
 func TestUnexpEvent(t *testing.T) {

@@ -44,10 +44,15 @@ func (m *Memory) Lookup(key uint32, va, n uint64) (*MR, error) {
 		return nil, ErrBadKey
 	}
 	r := m.mrs[key-1]
-	if va < r.VA || n > r.Len || va-r.VA > r.Len-n {
+	if !r.Contains(va, n) {
 		return nil, ErrOutOfBounds
 	}
 	return r, nil
+}
+
+// Contains reports whether [va, va+n) lies inside the region.
+func (m *MR) Contains(va, n uint64) bool {
+	return va >= m.VA && n <= m.Len && va-m.VA <= m.Len-n
 }
 
 // Bytes returns the n bytes at va of key: nil (and no error) for a virtual
