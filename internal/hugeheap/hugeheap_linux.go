@@ -43,13 +43,9 @@ func Reserve(n int) (advised int, err error) {
 		for left := n; left > 0 && err == nil; left -= chunk {
 			b := make([]byte, min(left, chunk))
 			chunks = append(chunks, b)
-			p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-			lo := (p + hugePage - 1) &^ (hugePage - 1)
-			hi := (p + uintptr(len(b))) &^ (hugePage - 1)
-			if hi > lo {
-				err = syscall.Madvise(b[lo-p:hi-p], 14 /* MADV_HUGEPAGE */)
-				advised += int(hi - lo)
-			}
+			var a int
+			a, err = Advise(b)
+			advised += a
 		}
 		runtime.KeepAlive(chunks)
 		chunks = nil
@@ -59,6 +55,25 @@ func Reserve(n int) (advised int, err error) {
 		return 0, err
 	}
 	return advised, nil
+}
+
+// Advise asks for huge pages for the whole 2 MiB pages inside b and
+// returns how many bytes that covers. Pages already touched keep their
+// small pages until the kernel collapses them.
+func Advise(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (p + hugePage - 1) &^ (hugePage - 1)
+	hi := (p + uintptr(len(b))) &^ (hugePage - 1)
+	if hi <= lo {
+		return 0, nil
+	}
+	if err := syscall.Madvise(b[lo-p:hi-p], 14 /* MADV_HUGEPAGE */); err != nil {
+		return 0, err
+	}
+	return int(hi - lo), nil
 }
 
 // capReservation limits a reservation of n bytes to three quarters of

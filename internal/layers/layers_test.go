@@ -29,7 +29,7 @@ var rank = map[string]int{
 	"experiments":       100,
 	"wallclock":         105, // the only wall-clock reader: never below experiments
 	"internal/hugeheap": 108, // process memory advice, for the CLI's benches
-	"internal/memprobe": 108, // machine memory probe (reads no clock), for the CLI
+	"internal/memprobe": 109, // machine memory probe (reads no clock), for the CLI
 	"cmd/vcluster":      110,
 	"internal/tshark":   200, // test helper
 	"internal/layers":   200,

@@ -5,6 +5,8 @@ package memprobe
 import (
 	"syscall"
 	"unsafe"
+
+	"github.com/vcluster/vcluster/internal/hugeheap"
 )
 
 // Map maps a fresh anonymous region of n bytes (rounded up to 2 MiB),
@@ -19,8 +21,8 @@ func Map(n int, huge bool) (region []uint64, free func(), err error) {
 	}
 	off := (hp - int(uintptr(unsafe.Pointer(&b[0])))%hp) % hp
 	r := b[off : off+n]
-	if huge {
-		if err := syscall.Madvise(r, 14 /* MADV_HUGEPAGE */); err != nil {
+	if huge { // the same advice the heap gets (hugeheap)
+		if _, err := hugeheap.Advise(r); err != nil {
 			syscall.Munmap(b)
 			return nil, nil, err
 		}
