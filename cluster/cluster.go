@@ -84,7 +84,8 @@ type Cluster struct {
 	Topo   *fabric.Topology
 	Hosts  []*endpoint.Host
 
-	par *partitioned // set by NewPartitioned (partition.go)
+	par  *partitioned // set by NewPartitioned (partition.go)
+	roce rocePlanes   // RoCE QPs per host, for the plane spread (roce_glue.go)
 }
 
 // New builds the cluster a validated config describes. wall may be nil for

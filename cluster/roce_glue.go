@@ -9,14 +9,16 @@ import (
 	"github.com/vcluster/vcluster/verbs"
 )
 
-// RoCEConfig is the RoCE configuration of the index-th QP of a connection:
-// QPs go round-robin over the planes (a RoCE QP is one flow on one plane
-// and, under ECMP, one path), at the host link rate, with the configured
-// reliability and congestion-control preset.
-func (c *Cluster) RoCEConfig(index int) (roce.Config, error) {
+// RoCEConfig is the RoCE configuration of a QP on plane (a RoCE QP is one
+// flow on one plane and, under ECMP, one path), at the host link rate,
+// with the configured reliability and congestion-control preset.
+func (c *Cluster) RoCEConfig(plane int) (roce.Config, error) {
 	t := c.Config.Transport.RoCE
 	r := roce.DefaultConfig()
-	r.Plane = index % c.Topo.Planes
+	if plane < 0 || plane >= c.Topo.Planes {
+		return r, fmt.Errorf("cluster: RoCE QP on plane %d: the fabric has planes 0..%d", plane, c.Topo.Planes-1)
+	}
+	r.Plane = plane
 	r.LineRateBps = int64(c.hostRate())
 	r.WireOverhead = c.frameOverhead()
 	r.Reliability = t.Reliability
@@ -43,10 +45,50 @@ func (c *Cluster) RoCEConfig(index int) (roce.Config, error) {
 	return r, nil
 }
 
+// rocePlanes spreads RoCE QPs over the planes per host, as NCCL spreads
+// its channels over a NIC's ports: the k-th QP a host opens — as the
+// first host of Connect, counted over all its connections in the order
+// they are made — goes on plane k mod planes, and the QP's other end takes
+// the same plane (its data and acknowledgements share the plane). The
+// opening host's count decides; the accepting host's is not advanced. In
+// an all-to-all (pairs connected lower host first) that spreads both ends:
+// host a's QP to b > a is its (b−a−1)-th, so a host's QPs to higher and
+// lower peers each go round the planes.
+type rocePlanes struct {
+	opened []int // per host: QPs opened as the first host of Connect
+	// The requester end just made: Connect makes a pair's ends in turn
+	// (NewTransport(a, i), then NewTransport(b, i)), so the next QP,
+	// made on another host with the same index before this one is
+	// connected, is its responder end.
+	last      *roce.QP
+	lastHost  int
+	lastIndex int
+}
+
+// plane returns the plane of the index-th QP of a connection made on host
+// h, and whether that QP is the responder end of the last one.
+func (p *rocePlanes) plane(h, index, planes, hosts int) (int, bool) {
+	if l := p.last; l != nil && l.State() == verbs.QPReset && h != p.lastHost && index == p.lastIndex {
+		return l.Config().Plane, true
+	}
+	if p.opened == nil {
+		p.opened = make([]int, hosts)
+	}
+	return p.opened[h] % planes, false
+}
+
 func (c *Cluster) newRoCE(e *endpoint.Engine, h, index int, qpn uint32) (verbs.Transport, error) {
-	r, err := c.RoCEConfig(index)
+	plane, responder := c.roce.plane(h, index, c.Topo.Planes, len(c.Hosts))
+	r, err := c.RoCEConfig(plane)
 	if err != nil {
 		return nil, err
 	}
-	return roce.New(r, e.Memory(), qpn, c.qpSeed(h, qpn)), nil
+	q := roce.New(r, e.Memory(), qpn, c.qpSeed(h, qpn))
+	if responder {
+		c.roce.last = nil
+	} else {
+		c.roce.opened[h]++
+		c.roce.last, c.roce.lastHost, c.roce.lastIndex = q, h, index
+	}
+	return q, nil
 }

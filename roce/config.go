@@ -2,6 +2,7 @@ package roce
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -209,12 +210,26 @@ func DCQCNHPCC(lineRateBps int64) DCQCNConfig {
 		DecreaseIntervalNs: 4_000,
 		IncreaseTimerNs:    300_000,
 		F:                  1,
-		RAIBps:             5_000_000 * lineRateBps / 25_000_000_000,
-		RHAIBps:            50_000_000 * lineRateBps / 25_000_000_000,
+		RAIBps:             scaleRate(5_000_000, lineRateBps),
+		RHAIBps:            scaleRate(50_000_000, lineRateBps),
 		MinRateBps:         1_000_000_000,
 		RateOnFirstCNP:     1,
 		CNPIntervalNs:      4_000,
 	}
+}
+
+// scaleRate returns step × rate / 25 Gb/s, rounded down: a step given per
+// 25G of line rate (HPCC's model) scaled to rate. The product is formed in
+// 128 bits: step × rate overflows int64 above 184 Gb/s for a 50 Mb/s step.
+// It is exactly the int64 formula wherever that did not overflow; a rate
+// that is not positive (which Validate rejects) gives 0.
+func scaleRate(step, rate int64) int64 {
+	if rate <= 0 || step <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(step), uint64(rate))
+	q, _ := bits.Div64(hi, lo, 25_000_000_000) // step ≤ 25G keeps q below 2^63
+	return int64(q)
 }
 
 // DCQCNAggressive returns base made more aggressive, for T6's "more" and

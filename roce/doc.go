@@ -63,7 +63,9 @@
 // choice under uSID), bits 16..31 the flow label; the UDP source port on
 // the wire is EV & 0xffff. Config.SrcPort 0 derives a port in
 // 49152..65535 from the QPN and seed. All packets of a QP (data and
-// control) use its EV.
+// control) use its EV, so both ends of a connection must be given the same
+// Config.Plane (package cluster spreads a host's QPs round robin over the
+// planes and gives the responder end the requester's plane).
 //
 // # Reliability
 //
@@ -120,6 +122,7 @@
 // HPCC ns-3 DCQCN preset, timeout 4.096 µs × 2^7 ≈ 524 µs, 7 retries, ACK
 // every 4 packets); DCQCNHPCC (HPCC ns-3 run.py: g 1/256, α/decrease/
 // increase timers 1/4/300 µs, F 1, RAI 5·bw/25 Mb/s, RHAI 50·bw/25 Mb/s,
+// scaled in 128-bit arithmetic so that they are exact at every port rate,
 // MinRate 1 Gb/s, CNP interval 4 µs as ConnectX); DCQCNPaper (DCQCN
 // paper: g 1/256, τ 50 µs, τ′ 55 µs, T 55 µs, B 10 MB, F 5, R_AI 40 Mb/s;
 // R_HAI 400 Mb/s and MinRate 1 Gb/s are assumptions); DCQCNAggressive
