@@ -86,7 +86,23 @@ type PermResult struct {
 	PacketHops uint64   // frames delivered by links (every hop of every packet)
 	// Transport totals over all QPs.
 	DataPackets, Retransmissions, Timeouts, Trims uint64
-	BaseRTT                                       time.Duration
+	// Lost counts the frames the fabric dropped (full buffers, dead links
+	// or switches, link loss and corruption); Duplicates the data packets
+	// responders received twice — each one a retransmission that was not
+	// needed.
+	Lost, Duplicates uint64
+	BaseRTT          time.Duration
+}
+
+// TimeoutsWithoutLoss is how many timeouts cannot be explained by a packet
+// the fabric trimmed or lost: timeouts − (trims + losses), at least 0. A
+// timer that fires on a packet still queued somewhere counts here; with a
+// retransmission timeout that covers the path's queueing it is 0.
+func (r PermResult) TimeoutsWithoutLoss() uint64 {
+	if lost := r.Trims + r.Lost; r.Timeouts > lost {
+		return r.Timeouts - lost
+	}
+	return 0
 }
 
 // FCTStats returns the mean, minimum and maximum flow completion time.
@@ -148,7 +164,16 @@ func (c *Cluster) RunPermutation(perm []int, size uint64) (PermResult, error) {
 	for _, s := range c.Topo.Switches {
 		for _, p := range s.Ports {
 			r.Trims += p.Counters.Trims
+			r.Lost += sum(p.Counters.Drops[:])
 		}
+	}
+	for _, ps := range c.Topo.HostPorts {
+		for _, p := range ps {
+			r.Lost += sum(p.Counters.Drops[:])
+		}
+	}
+	for _, l := range c.Topo.Links {
+		r.Lost += l.Counters.Lost + l.Counters.DroppedDown + l.Counters.Corrupted
 	}
 	for _, f := range flows {
 		tr := f.tr
@@ -163,10 +188,19 @@ func (c *Cluster) RunPermutation(perm []int, size uint64) (PermResult, error) {
 		r.DataPackets += sa.DataPacketsSent
 		r.Retransmissions += sa.Retransmissions
 		r.Timeouts += sa.Timeouts
+		r.Duplicates += sb.DuplicatesReceived
 		r.Flows = append(r.Flows, PermFlow{Src: f.pair.A.Host, Dst: f.pair.B.Host, Bytes: tr.Completed,
 			Placed: sb.BytesPlaced, Start: tr.Start, End: tr.End})
 	}
 	return r, nil
+}
+
+func sum(xs []uint64) uint64 {
+	var n uint64
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 // IdealFCT is htsim's ideal flow completion time from host a to host b:

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -49,8 +50,11 @@ func TestFatTreePermutation(t *testing.T) {
 				}
 			}
 			mean, lo, hi := r.FCTStats()
-			t.Logf("k=%d: %d flows, FCT mean %v min %v max %v (ideal of the farthest pair %v), %d events, %d packet-hops, %d retx, %d trims, %d timeouts",
-				k, len(r.Flows), mean, lo, hi, ideal, r.Events, r.PacketHops, r.Retransmissions, r.Trims, r.Timeouts)
+			t.Logf("k=%d: %d flows, FCT mean %v min %v max %v (ideal of the farthest pair %v), %d events, %d packet-hops, %d retx, %d trims, %d lost, %d timeouts (%d without loss), %d duplicates",
+				k, len(r.Flows), mean, lo, hi, ideal, r.Events, r.PacketHops, r.Retransmissions, r.Trims, r.Lost, r.Timeouts, r.TimeoutsWithoutLoss(), r.Duplicates)
+			if n := r.TimeoutsWithoutLoss(); n != 0 {
+				t.Errorf("k=%d: %d timeouts without a lost or trimmed packet", k, n)
+			}
 			// A 2 MB flow needs at least ceil(2e6/PMTU) packets of ~PMTU+146
 			// wire bytes; the hops are at least 2 per data packet.
 			if cfg.Transport.MRC.PMTU != 4004 || cfg.Fabric.MTU != 4092 {
@@ -122,5 +126,51 @@ func TestClusterBScaledDown(t *testing.T) {
 	// 8 planes: 256 packets of 4 KiB each cross 2 or 4 links; SACKs come back.
 	if r.PacketHops < 8*256*2 {
 		t.Errorf("%d packet-hops for %d flows", r.PacketHops, len(r.Flows))
+	}
+}
+
+func TestTimeoutsWithoutLoss(t *testing.T) {
+	for _, c := range []struct{ timeouts, trims, lost, want uint64 }{
+		{77, 0, 0, 77}, {1944, 9, 0, 1935}, {5, 3, 4, 0}, {0, 0, 0, 0},
+	} {
+		r := PermResult{Timeouts: c.timeouts, Trims: c.trims, Lost: c.lost}
+		if got := r.TimeoutsWithoutLoss(); got != c.want {
+			t.Errorf("%d timeouts, %d trims, %d lost: %d without loss, want %d", c.timeouts, c.trims, c.lost, got, c.want)
+		}
+	}
+}
+
+// TestFatTreePermutationLarge is the benchmark-side check of the derived
+// RTO at scale: htsim's permutation at k=16 (1024 hosts) and k=24 (3456
+// hosts; about a minute on one core) has no timeout that a lost or trimmed
+// packet does not explain. Base RTT + 1.5 buffer drains (36 µs) gave 77
+// such timeouts at k=24: five full queues on a path take 73 µs. It runs
+// only with VCLUSTER_PERM_LARGE=1 (not in CI, not with -short):
+//
+//	VCLUSTER_PERM_LARGE=1 go test ./cluster -run TestFatTreePermutationLarge -v -timeout 30m
+func TestFatTreePermutationLarge(t *testing.T) {
+	if testing.Short() || os.Getenv("VCLUSTER_PERM_LARGE") == "" {
+		t.Skip("set VCLUSTER_PERM_LARGE=1 to run htsim's permutation at k=16 and k=24")
+	}
+	for _, k := range []int{16, 24} {
+		cfg, err := HtsimFatTreeConfig(k, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.RunPermutation(Derangement(cfg.Seed, len(c.Hosts)), HtsimFlowBytes)
+		if err != nil {
+			t.Fatalf("k=%d: %v", k, err)
+		}
+		mean, lo, hi := r.FCTStats()
+		t.Logf("k=%d: %d flows, RTO %v, FCT mean %v min %v max %v, %d retx, %d trims, %d lost, %d timeouts (%d without loss), %d duplicates",
+			k, len(r.Flows), c.DefaultRTO(), mean, lo, hi, r.Retransmissions, r.Trims, r.Lost, r.Timeouts, r.TimeoutsWithoutLoss(), r.Duplicates)
+		if n := r.TimeoutsWithoutLoss(); n != 0 {
+			t.Errorf("k=%d: %d timeouts without a lost or trimmed packet", k, n)
+		}
+		c.Close()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,9 @@ func TestMRCIntegrity64MiBNoLoss(t *testing.T) {
 		gbps(tr.GoodputBps()), tr.GoodputBps()/4e9, st.DataPacketsSent, st.Retransmissions, st.Timeouts)
 	if st.Timeouts != 0 {
 		t.Errorf("%d timeouts on a loss-free fabric", st.Timeouts)
+	}
+	if n := q.MRCStats().TailLossProbes; n != 0 || st.Retransmissions != 0 {
+		t.Errorf("%d tail-loss probes, %d retransmissions on a loss-free fabric", n, st.Retransmissions)
 	}
 }
 
@@ -393,4 +397,184 @@ func TestMRCAllNICPortsDownAndBack(t *testing.T) {
 		t.Fatalf("finished at %v, before the ports came back", tr.End)
 	}
 	t.Logf("all NIC ports down 100–600 µs: 16 MiB done at %v", tr.End)
+}
+
+// nicDownTransfer starts a 16 MiB transfer host 0 → host 15, takes down
+// every NIC port of host down at 100 µs (both directions of each cable)
+// and runs until the transfer completes or the loop passes limit. It
+// returns the transfer, the requester's QP and when the QP left READY.
+func nicDownTransfer(t *testing.T, c *Cluster, down int, limit sim.Time) (*Transfer, *mrc.QP, sim.Time) {
+	t.Helper()
+	const n = 16 << 20
+	ps, err := c.Connect(0, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := c.Region(0, n, randomFill(7))
+	dst := c.Region(15, n, nil)
+	tr, err := c.StartTransfer(ps[0], src, dst, n, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := ps[0].A.T.(*mrc.QP)
+	var failedAt sim.Time
+	c.Loop.At(100*sim.Microsecond, func() {
+		for _, p := range c.Topo.HostPorts[down] {
+			p.Tx.SetUp(false)
+			p.Peer.Tx.SetUp(false)
+		}
+	})
+	c.Loop.RunWhile(func() bool {
+		if failedAt == 0 && q.State() != verbs.QPReady {
+			failedAt = c.Loop.Now()
+		}
+		return !tr.Done() && c.Loop.Now() < limit
+	})
+	return tr, q, failedAt
+}
+
+// Every NIC port of the receiver dies for good mid-transfer: no path is
+// left and the peer cannot even send a Port Status Update. The sender's
+// packets time out; the retry limit (13 timeouts, ≈ 4.7 ms with the
+// default 65.5 µs RTO; here the derived RTO) must fire: the QP goes to
+// ERROR and every work request completes, the failing one with
+// StatusRetryExceeded — no hang until a deadline.
+func TestMRCPeerNICDownFailsQP(t *testing.T) {
+	c := mrcCluster(t)
+	m, err := c.MRCConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The retry schedule's total: RetryLinear+1 timeouts at the RTO, then
+	// doubling RetryExp times, plus slack for the time the last packets
+	// took to be sent.
+	var limit int64
+	for k := 0; k <= m.RetryLinear+m.RetryExp; k++ {
+		limit += m.RTO << uint(max(0, k-m.RetryLinear))
+	}
+	tr, q, failedAt := nicDownTransfer(t, c, 15, sim.Time(2*limit))
+	t.Logf("receiver NIC down at 100 µs: QP %v at %v (retry schedule %v), %d/%d WRs failed, %d timeouts",
+		q.State(), failedAt, time.Duration(limit), len(tr.Errors), tr.wrs, q.Stats().Timeouts)
+	if q.State() != verbs.QPError {
+		t.Fatalf("QP still %v at %v: the retry limit never fired", q.State(), c.Loop.Now())
+	}
+	if !tr.Done() {
+		t.Fatalf("%d of %d work requests never completed", tr.wrs-tr.doneWRs, tr.wrs)
+	}
+	if failedAt > 100*sim.Microsecond+sim.Time(limit)+sim.Millisecond {
+		t.Errorf("QP failed at %v, later than the retry schedule (%v) allows", failedAt, time.Duration(limit))
+	}
+	checkRetryErrors(t, tr, q)
+}
+
+// checkRetryErrors wants one failed work request with StatusRetryExceeded,
+// every other unfinished one flushed, and the QP's Err saying why.
+func checkRetryErrors(t *testing.T, tr *Transfer, q *mrc.QP) {
+	t.Helper()
+	n := 0
+	for _, e := range tr.Errors {
+		switch e.Status {
+		case verbs.StatusRetryExceeded:
+			n++
+		case verbs.StatusFlushed:
+		default:
+			t.Errorf("completion %+v, want RETRY_EXCEEDED or WR_FLUSH_ERROR", e)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d completions with RETRY_EXCEEDED in %+v, want 1", n, tr.Errors)
+	}
+	if err := q.Err(); err == nil || !strings.Contains(err.Error(), "retry limit exceeded") {
+		t.Errorf("QP Err %v, want the retry limit", err)
+	}
+}
+
+// Every NIC port of the sender dies for good: no plane is left to send on,
+// so no packet can even time out on the wire. The QP must still give up
+// after the retry schedule instead of waiting forever.
+func TestMRCLocalNICDownFailsQP(t *testing.T) {
+	c := mrcCluster(t)
+	m, err := c.MRCConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limit int64
+	for k := 0; k <= m.RetryLinear+m.RetryExp; k++ {
+		limit += m.RTO << uint(max(0, k-m.RetryLinear))
+	}
+	tr, q, failedAt := nicDownTransfer(t, c, 0, sim.Time(2*limit))
+	t.Logf("sender NIC down at 100 µs: QP %v at %v (retry schedule %v), %d/%d WRs failed",
+		q.State(), failedAt, time.Duration(limit), len(tr.Errors), tr.wrs)
+	if q.State() != verbs.QPError {
+		t.Fatalf("QP still %v at %v: the retry limit never fired", q.State(), c.Loop.Now())
+	}
+	if !tr.Done() {
+		t.Fatalf("%d of %d work requests never completed", tr.wrs-tr.doneWRs, tr.wrs)
+	}
+	if failedAt > 100*sim.Microsecond+sim.Time(limit)+sim.Millisecond {
+		t.Errorf("QP failed at %v, later than the retry schedule (%v) allows", failedAt, time.Duration(limit))
+	}
+	checkRetryErrors(t, tr, q)
+}
+
+// The derived RTO covers the worst a packet can legitimately wait: the
+// base RTT plus a full buffer's drain at every switch queue of the
+// longest path (three in a 2-tier Clos: T0 up, T1 down, T0 to the host;
+// five in a 3-tier fat-tree), and no more than MaxDerivedRTO. A timeout
+// shorter than that fires on packets that are only queued (fattree-perm
+// k=24: 77 timeouts, nothing lost, with base RTT + 1.5 drains).
+func TestDefaultRTOCoversPath(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sets   []string
+		queues int
+	}{
+		{"clos C", []string{"fabric.preset=C", "fabric.hosts=16", "transport.kind=mrc"}, 3},
+		{"fattree k=4", HtsimFatTreeSets(4), 5},
+	} {
+		c, err := New(load(t, tc.sets...), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain := time.Duration(float64(c.Config.Fabric.Queue.BufferBytes) * 8 / float64(c.hostRate()) * 1e9)
+		floor := c.BaseRTT() + time.Duration(tc.queues)*drain
+		rto := c.DefaultRTO()
+		t.Logf("%s: base RTT %v, one buffer's drain %v, RTO %v (floor %v)", tc.name, c.BaseRTT(), drain, rto, floor)
+		if rto < floor {
+			t.Errorf("%s: RTO %v below base RTT + %d full queues = %v", tc.name, rto, tc.queues, floor)
+		}
+		if rto > floor+floor/10 {
+			t.Errorf("%s: RTO %v more than 10%% above the path's bound %v", tc.name, rto, floor)
+		}
+		m, err := c.MRCConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Duration(m.RTO) != rto {
+			t.Errorf("%s: MRC RTO %v, want the derived %v", tc.name, time.Duration(m.RTO), rto)
+		}
+		c.Close()
+	}
+}
+
+// A huge buffer (the largest fabric.queue.bufferBytes config accepts)
+// would make the path bound tens of milliseconds and stall any recovery
+// that waits for a timeout: the derived RTO is capped at MaxDerivedRTO.
+// An explicit transport.mrc.rto is the user's and is not capped.
+func TestDefaultRTOCapped(t *testing.T) {
+	c := mrcCluster(t, "fabric.queue.bufferBytes=268435456")
+	if rto := c.DefaultRTO(); rto > MaxDerivedRTO || rto < MaxDerivedRTO/2 {
+		t.Fatalf("RTO %v with 256 MiB buffers, want the cap %v", rto, MaxDerivedRTO)
+	}
+	m, err := c.MRCConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(m.RTO) > MaxDerivedRTO {
+		t.Fatalf("MRC RTO %v beyond the cap %v", time.Duration(m.RTO), MaxDerivedRTO)
+	}
+	c = mrcCluster(t, "fabric.queue.bufferBytes=268435456", "transport.mrc.rto=10ms")
+	if m, _ := c.MRCConfig(); time.Duration(m.RTO) != 10*time.Millisecond {
+		t.Fatalf("explicit RTO became %v", time.Duration(m.RTO))
+	}
 }

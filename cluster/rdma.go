@@ -48,16 +48,45 @@ func (c *Cluster) PairRTT(a, b int) time.Duration {
 	return c.Topo.ZeroLoadLatency(a, b, data, c.Config.Fabric.IFGBytes) + c.Topo.ZeroLoadLatency(b, a, ack, c.Config.Fabric.IFGBytes)
 }
 
+// MaxDerivedRTO caps DefaultRTO: deep buffers (fabric.queue.bufferBytes
+// up to 256 MiB) would otherwise make the path bound tens of milliseconds,
+// and every recovery that waits for a timeout — and the retry limit, 70
+// RTOs with the default schedule — would stall for that long. 2 ms is
+// several times the bound of any shallow-buffer fabric (cluster C: 0.26
+// ms); an explicit transport.mrc.rto is not capped.
+const MaxDerivedRTO = 2 * time.Millisecond
+
 // DefaultRTO is the retransmission timeout a transport gets unless the
-// config sets one: the base RTT plus 1.5 times the time to drain one full
-// port buffer at the host link rate. A timeout shorter than the worst
-// queueing delay fires on packets that are only waiting (an incast fills
-// last-hop buffers: MRC leaves ECN off there), and every spurious timeout
-// costs a retransmission and marks a healthy EV bad. Failed paths are found
-// sooner by the transports' loss rules (MRC's SACK-based fast loss).
+// config sets one: the base RTT plus the worst queueing a packet can meet
+// without being lost (PathQueueing), capped at MaxDerivedRTO. A timeout
+// shorter than that fires on packets that are only waiting — in an incast
+// (MRC leaves ECN off at the last hop) or wherever several queues of one
+// path are full at once (fattree-perm k=24: 77 timeouts, nothing lost,
+// with one buffer's drain × 1.5) — and every spurious timeout costs a
+// retransmission and marks a healthy EV bad. Failed paths are found sooner
+// by the transports' loss rules (MRC's SACK-based fast loss and tail-loss
+// probe).
 func (c *Cluster) DefaultRTO() time.Duration {
-	drain := time.Duration(float64(c.Config.Fabric.Queue.BufferBytes) * 8 / float64(c.hostRate()) * 1e9)
-	return c.BaseRTT() + drain*3/2
+	return min(c.BaseRTT()+c.PathQueueing(), MaxDerivedRTO)
+}
+
+// PathQueueing bounds the time a data packet and its acknowledgement can
+// spend queued between the two farthest hosts: a full buffer's drain at
+// every switch egress queue the data crosses (each fabric link's at the
+// fabric rate, the last hop's at the host rate), one frame ahead of it at
+// its own NIC (the engine queues at most one frame behind the one on the
+// wire), and on the way back one full frame per hop that the
+// acknowledgement, strict priority but not preemptive, may find on the
+// wire.
+func (c *Cluster) PathQueueing() time.Duration {
+	hl, fl := c.Topo.Hops(0, c.Topo.Hosts-1)
+	hr, fr := c.hostRate(), c.fabricRate()
+	buf := float64(c.Config.Fabric.Queue.BufferBytes) * 8
+	frame := float64(c.pmtu()+100+c.frameOverhead()) * 8
+	ns := float64(fl)*buf/float64(fr) + float64(hl-1)*buf/float64(hr)   // switch queues
+	ns += frame / float64(hr)                                           // the NIC's own queue
+	ns += float64(fl)*frame/float64(fr) + float64(hl)*frame/float64(hr) // the way back
+	return time.Duration(ns * 1e9)
 }
 
 // pathsPerPlane is how many explicit paths an EV may name in one plane
@@ -111,6 +140,13 @@ func (c *Cluster) pmtu() int {
 func (c *Cluster) hostRate() uint64 {
 	if c.Topo.Kind == "clos" {
 		return c.Topo.Clos.HostRate
+	}
+	return c.Topo.FatTree.Rate
+}
+
+func (c *Cluster) fabricRate() uint64 {
+	if c.Topo.Kind == "clos" {
+		return c.Topo.Clos.FabricRate
 	}
 	return c.Topo.FatTree.Rate
 }

@@ -158,8 +158,8 @@ func (m *Comm) connect(a, b int) error {
 	for _, p := range ps {
 		ra.peers[b] = append(ra.peers[b], channel{p.A.Engine, p.A.T.QPN()})
 		rb.peers[a] = append(rb.peers[a], channel{p.B.Engine, p.B.T.QPN()})
-		p.A.CQ.Handler = m.handler(ra, b)
-		p.B.CQ.Handler = m.handler(rb, a)
+		p.A.CQ.Handler = m.handler(ra, b, p.A.T)
+		p.B.CQ.Handler = m.handler(rb, a, p.B.T)
 	}
 	return nil
 }
@@ -272,11 +272,33 @@ func (m *Comm) fail(r *rank, err error) {
 
 func key(peer int, tag uint32) uint64 { return uint64(peer)<<32 | uint64(tag) }
 
-// handler is the CQ handler of r's QPs to comm rank peer.
-func (m *Comm) handler(r *rank, peer int) func(verbs.Completion) {
+// qpErrer is a transport that says why its QP went to ERROR (mrc.QP).
+type qpErrer interface{ Err() error }
+
+// completionError words a failed completion of r's QP t to comm rank peer:
+// the direction (a Write r sent, or one r received), both hosts, and the
+// QP's own reason when the transport gives one (the status of the first
+// completion may be a flush: the request that failed the QP can come
+// later in post order).
+func (m *Comm) completionError(r *rank, peer int, t verbs.Transport, x verbs.Completion) error {
+	from, to, arrow := r.id, peer, "→"
+	if x.Op == verbs.OpRecvImm {
+		arrow = "←"
+	}
+	why := fmt.Sprintf("%v %v", x.Op, x.Status)
+	if e, ok := t.(qpErrer); ok && t.State() == verbs.QPError {
+		if err := e.Err(); err != nil {
+			why = err.Error()
+		}
+	}
+	return fmt.Errorf("collectives: rank %d %s rank %d (h%d%sh%d): %s", from, arrow, to, r.host, arrow, m.ranks[peer].host, why)
+}
+
+// handler is the CQ handler of r's QP t to comm rank peer.
+func (m *Comm) handler(r *rank, peer int, t verbs.Transport) func(verbs.Completion) {
 	return func(x verbs.Completion) {
 		if x.Status != verbs.StatusOK {
-			m.fail(r, fmt.Errorf("collectives: rank %d ↔ rank %d: %v %v", r.id, peer, x.Op, x.Status))
+			m.fail(r, m.completionError(r, peer, t, x))
 		}
 		if x.Op == verbs.OpRecvImm {
 			r.arrived[key(peer, x.Imm)]++

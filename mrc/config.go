@@ -1,6 +1,9 @@
 package mrc
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Config is one MRC QP's configuration. DefaultConfig documents every
 // default; Validate names the first bad field.
@@ -62,15 +65,21 @@ type Config struct {
 	// arrived since the last one.
 	SackThresholdBytes int
 	// Timeout is the local ACK timeout exponent: RTO = 1.024 µs × 2^Timeout
-	// (0..24). Default 6 ≈ 65.5 µs, about 6 RTTs of a 10 µs fabric and above
-	// htsim's RTO_min (15 µs + 6 queue drain times).
+	// (0..24). Default 5 ≈ 32.8 µs, about 3 RTTs of a 10 µs fabric. The
+	// cluster always sets RTO instead, from the path (cluster.DefaultRTO).
 	Timeout int
 	// RTO, when > 0, overrides Timeout with a retransmission timeout in ns.
 	RTO int64
 	// RetryLinear (0..7) timeouts of one packet are retried at the fixed
 	// RTO; then RetryExp (0..25) more with the timeout doubling per attempt.
-	// RetryExp 25 means retry forever. Defaults 7 and 5: a packet fails after
-	// 13 timeouts, ≈ 4.7 ms with the default RTO.
+	// RetryExp 25 means retry forever. Defaults 7 and 5: a packet fails the
+	// QP at its 13th timeout, 8 + 2 + 4 + 8 + 16 + 32 = 70 RTOs after it
+	// was first sent (2.3 ms with the default 32.8 µs RTO, 18.4 ms with
+	// cluster C's derived 263 µs). The clock keeps running while a lost
+	// packet waits for a retransmission it cannot get (no plane, no EV), and
+	// a QP with work, nothing outstanding and no path runs the same
+	// schedule itself: when every path is gone the QP fails, it does not
+	// wait forever.
 	RetryLinear int
 	RetryExp    int
 	// SleekFactor and SleekMinPackets parametrise the fast-loss rule
@@ -79,6 +88,15 @@ type Config struct {
 	// after it have been acknowledged.
 	SleekFactor     float64
 	SleekMinPackets int
+	// TLPFactor arms the tail-loss probe: when data is in flight, nothing
+	// waits for retransmission, and for TLPFactor × the smoothed RTT (the
+	// base RTT before the first sample) no data was sent and nothing new
+	// acknowledged, the last unacknowledged packet is sent again — once per
+	// such silence; its acknowledgement marks every packet sent before it
+	// and still missing as lost. It repairs losses too close to the end of
+	// a message for the fast-loss rule in about 3 RTTs instead of an RTO.
+	// Default 2; 0 turns the probe off; at most 64.
+	TLPFactor float64
 	// TrimReaction enables the requester's reaction to TRIMMED NACKs (EV →
 	// SKIP and NSCC's trim decrease); retransmission happens regardless.
 	TrimReaction bool
@@ -127,9 +145,10 @@ type NSCCConfig struct {
 // base RTT, ECMP-mode EVs (PathsPerPlane 0), 128 EVs with an active set of
 // min(2 BDP, 100) packets and a floor of 8, reshuffle every 100 µs,
 // next-rotation SKIP, probes of ASSUMED_BAD EVs every 500 µs, PMTU 4096,
-// MPR 4 units, MaxWImm 16, SACK every 16 KiB, RTO ≈ 65.5 µs (Timeout 6),
+// MPR 4 units, MaxWImm 16, SACK every 16 KiB, RTO ≈ 32.8 µs (Timeout 5),
 // retries 7 linear + 5 exponential, SLEEK 1.5·cwnd with a 5-packet
-// minimum, trim reaction on, NSCC constants derived (see ResolveNSCC).
+// minimum, tail-loss probe after 2 smoothed RTTs, trim reaction on, NSCC
+// constants derived (see ResolveNSCC).
 //
 // MaxWImm 16 is a responder-resource default: with 64 KiB or larger
 // WriteImm chunks it covers several BDPs; workloads of many small
@@ -156,6 +175,7 @@ func DefaultConfig() Config {
 		RetryExp:           5,
 		SleekFactor:        1.5,
 		SleekMinPackets:    5,
+		TLPFactor:          2,
 		TrimReaction:       true,
 		CtrlQueue:          1024,
 		LinkBps:            400e9,
@@ -202,10 +222,12 @@ func (c *Config) Validate() error {
 		return bad("RetryLinear", "must be 0..7")
 	case c.RetryExp < 0 || c.RetryExp > 25:
 		return bad("RetryExp", "must be 0..25 (25 = infinite)")
-	case !(c.SleekFactor > 0):
-		return bad("SleekFactor", "must be > 0")
+	case !(c.SleekFactor > 0) || math.IsInf(c.SleekFactor, 1):
+		return bad("SleekFactor", "must be a finite number > 0")
 	case c.SleekMinPackets < 1:
 		return bad("SleekMinPackets", "must be ≥ 1")
+	case !(c.TLPFactor >= 0 && c.TLPFactor <= 64): // NaN fails too
+		return bad("TLPFactor", "must be in [0, 64] (0: no tail-loss probe)")
 	case c.CtrlQueue < 16 || c.CtrlQueue&(c.CtrlQueue-1) != 0:
 		return bad("CtrlQueue", "must be a power of two ≥ 16")
 	case c.LinkBps <= 0:
@@ -221,11 +243,11 @@ func (c *Config) Validate() error {
 		return bad("NSCC.AdjustPeriodThreshold", "must be ≥ 0")
 	case n.BaseRTT < 0:
 		return bad("NSCC.BaseRTT", "must be ≥ 0")
-	case n.Eta < 0, n.Fi < 0, n.FiScale < 0, n.Alpha < 0:
-		return bad("NSCC gains (Eta, Fi, FiScale, Alpha)", "must be ≥ 0")
-	case n.Gamma < 0 || n.Gamma > 1:
+	case !finiteNonNeg(n.Eta), !finiteNonNeg(n.Fi), !finiteNonNeg(n.FiScale), !finiteNonNeg(n.Alpha):
+		return bad("NSCC gains (Eta, Fi, FiScale, Alpha)", "must be finite and ≥ 0")
+	case !(n.Gamma >= 0 && n.Gamma <= 1): // NaN fails too
 		return bad("NSCC.Gamma", "must be 0..1")
-	case n.MaxMDJump < 0 || n.MaxMDJump >= 1:
+	case !(n.MaxMDJump >= 0 && n.MaxMDJump < 1):
 		return bad("NSCC.MaxMDJump", "must be in [0, 1)")
 	case n.MaxCwnd < 0:
 		return bad("NSCC.MaxCwnd", "must be ≥ 0")
@@ -235,11 +257,14 @@ func (c *Config) Validate() error {
 		return bad("NSCC.QAThreshold", "must be ≥ 0")
 	case n.TargetDelay < 0:
 		return bad("NSCC.TargetDelay", "must be ≥ 0")
-	case n.DelayAlpha < 0 || n.DelayAlpha > 1:
+	case !(n.DelayAlpha >= 0 && n.DelayAlpha <= 1):
 		return bad("NSCC.DelayAlpha", "must be 0..1")
 	}
 	return nil
 }
+
+// finiteNonNeg reports whether x is a number in [0, +Inf).
+func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
 
 // activeSetSize resolves ActiveSetSize.
 func (c *Config) activeSetSize() int {

@@ -57,8 +57,12 @@
 //
 // Every transmission has its own ACK timer (RTO for RetryLinear timeouts of
 // that packet, then doubling per timeout for RetryExp more; a packet that
-// exceeds the sum fails the QP with StatusRetryExceeded, the others flush;
-// RetryExp 25 retries forever). Deadline exposes the earliest timer.
+// exceeds the sum fails the QP with StatusRetryExceeded, the others flush,
+// and Err says why; RetryExp 25 retries forever). The timer keeps running
+// while a packet found lost waits for its retransmission, so a packet with
+// no plane or EV left to go on still reaches its limit; a QP with work,
+// nothing outstanding and no path at all runs the same schedule on its
+// own clock. Deadline exposes the earliest timer.
 // Retransmissions carry rtx, DSCP TRIMMABLE_RETX, go before new data, obey
 // cwnd and take a new EV (never the lost transmission's; after a timeout,
 // another plane if one qualifies). Losses are found by:
@@ -73,6 +77,12 @@
 //     been acknowledged (first transmissions only count). Silent losses
 //     found this way count against their EV: EVLossThreshold (2)
 //     consecutive ones make it ASSUMED_BAD.
+//   - the tail-loss probe (TLPFactor, default 2): after TLPFactor ×
+//     the smoothed RTT without a transmission or a new acknowledgement,
+//     with data in flight and nothing queued for retransmission, the last
+//     unacknowledged packet is sent again, once per silence; when it is
+//     acknowledged, every transmission sent before it and still missing
+//     is lost (as by the fast-loss rule).
 //   - timeouts: retransmit, EV → ASSUMED_BAD (a silent loss means a failed
 //     path).
 //

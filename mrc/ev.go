@@ -264,6 +264,18 @@ func (p *evPool) canSend(freePlanes uint32) bool {
 	return false
 }
 
+// anyPath reports whether some plane is up (on both sides) and has a
+// usable EV in its active set: whether data could be sent at all, given
+// room in a NIC port.
+func (p *evPool) anyPath() bool {
+	for pl := range p.planes {
+		if ps := &p.planes[pl]; ps.up && len(ps.active) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func usableState(s EVState) bool { return s == EVGood || s == EVSkip }
 
 // set moves EV i to state s at time now, keeping the active sets, counts

@@ -2,6 +2,7 @@ package mrc
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 
@@ -35,6 +36,7 @@ type MRCStats struct {
 	PlaneDownRetx      uint64 // … by SetPlaneStatus(down)
 
 	ProbesSent, ProbeReplies uint64
+	TailLossProbes           uint64 // tail-loss probes sent (TLPFactor)
 
 	SACKsSent, NACKsSent, AcksSent uint64 // responder
 	OutOfWindow                    uint64 // responder: PSNs beyond the window
@@ -44,6 +46,7 @@ type MRCStats struct {
 	RTTSamples uint64
 	LastRTT    int64
 	MinRTT     int64
+	SRTT       int64 // smoothed RTT (EWMA 1/8), which the tail-loss probe waits on
 	CwndBytes  int64
 	MaxWnd     int64
 	BaseRTT    int64
@@ -134,6 +137,7 @@ type QP struct {
 	ms                    MRCStats
 	comps                 []verbs.Completion
 	rto                   int64
+	err                   error // why the QP went to ERROR (Err)
 
 	// requester
 	sndMPR   int // PSNs the requester may send beyond cack
@@ -155,6 +159,24 @@ type QP struct {
 	timers   timerHeap
 	txSeq    uint64
 	hiAcked  uint64
+	// stallAt is the QP's own retry clock while it has work but no packet
+	// outstanding and no plane or EV to send on (0: not running); stallN
+	// counts its timeouts. Outstanding packets keep their own timers.
+	stallAt int64
+	stallN  uint8
+	// Tail-loss probe (TLPFactor): lastProgress is the last data
+	// transmission or new acknowledgement; srtt the smoothed RTT; tlpFired
+	// that the probe of this silence period went; tlpSeq the probe's
+	// transmission while it is unacknowledged (tlpPending: queued, not yet
+	// sent) and tlpCut, once it was acknowledged, the send sequence below
+	// which every unacknowledged transmission is lost.
+	lastProgress int64
+	srtt         int64
+	tlpFired     bool
+	tlpPending   bool
+	tlpPSN       uint32
+	tlpSeq       uint64
+	tlpCut       uint64
 
 	// responder
 	rcvWin    int
@@ -195,6 +217,23 @@ func (q *QP) QPN() uint32 { return q.qpn }
 
 // State returns the QP's lifecycle state.
 func (q *QP) State() verbs.QPState { return q.state }
+
+// Err says why the QP is in ERROR (nil while it is not): the status of
+// the work request that failed it, in words.
+func (q *QP) Err() error { return q.err }
+
+// failError words the status that moved a QP to ERROR.
+func failError(s verbs.Status, retries int) error {
+	switch s {
+	case verbs.StatusRetryExceeded:
+		return fmt.Errorf("QP error: retry limit exceeded after %d timeouts", retries)
+	case verbs.StatusRemoteAccess:
+		return errors.New("QP error: remote access error (the peer rejected the key or range)")
+	case verbs.StatusRemoteOp:
+		return errors.New("QP error: remote operational error (the peer reported an unexpected event)")
+	}
+	return fmt.Errorf("QP error: %v", s)
+}
 
 // Config returns the QP's configuration.
 func (q *QP) Config() Config { return q.cfg }
@@ -300,6 +339,7 @@ func (q *QP) cwnd() int64 { return q.cc.window() }
 
 func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 	if free == 0 || !q.evs.canSend(free) {
+		q.noteStall(now)
 		return verbs.Tx{}, false
 	}
 	cwnd := q.cwnd()
@@ -343,6 +383,7 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 	}
 	ev := q.evs.pick(now, free, -1, -1)
 	if ev < 0 {
+		q.noteStall(now)
 		return verbs.Tx{}, false
 	}
 	if !w.started {
@@ -366,6 +407,18 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 		q.wrCur++
 	}
 	return q.emitData(now, psn, r, ev, false, buf), true
+}
+
+// noteStall starts the QP's retry clock when it has work, nothing
+// outstanding (no packet timer can run) and no path to send on: no plane
+// that is up on both sides with a usable EV in its active set. A QP whose
+// every path is gone thus fails after the same retry schedule as a packet
+// that is never acknowledged, instead of waiting forever.
+func (q *QP) noteStall(now int64) {
+	if q.stallAt != 0 || !q.busy() || psnDiff(q.sndNxt, q.cack) != 1 || q.evs.anyPath() {
+		return
+	}
+	q.stallAt = now + q.timeoutFor(q.stallN)
 }
 
 // timeoutFor returns the ACK timeout of a transmission after attempts
@@ -401,8 +454,16 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 	}
 	r.ev = ev
 	r.sendTime = now
+	q.stallAt, q.stallN = 0, 0
+	q.lastProgress = now
+	if !rtx {
+		q.tlpFired = false // new data: a new tail to watch
+	}
 	q.txSeq++
 	r.seq = q.txSeq
+	if rtx && q.tlpPending && psn == q.tlpPSN {
+		q.tlpPending, q.tlpSeq = false, r.seq
+	}
 	r.tx++
 	r.inflight = true
 	q.inflight += int64(r.plen)
@@ -766,13 +827,29 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 			}
 		}
 	}
+	if newly > 0 {
+		q.progress(now)
+	}
 	q.cc.onAck(now, newly, delay, hasDelay, s.M == PathSkipOnce && !s.ProbeResp, q.inflight)
 	q.cc.onPenalty(c.RcvCwndPen)
 	q.detectLoss(now)
 	q.completeWRs()
 }
 
+// progress notes a new acknowledgement: the silence the tail-loss probe
+// waits for starts again, and it may fire again.
+func (q *QP) progress(now int64) {
+	q.lastProgress = now
+	q.tlpFired = false
+	q.tlpPending = false // a probe not yet sent is an ordinary retransmission now
+}
+
 func (q *QP) sampleRTT(rtt int64) {
+	if q.srtt == 0 {
+		q.srtt = rtt
+	} else {
+		q.srtt += (rtt - q.srtt) / 8
+	}
 	q.stats.RTTSamples++
 	q.stats.LastRTT = rtt
 	if q.stats.MinRTT == 0 || rtt < q.stats.MinRTT {
@@ -798,6 +875,12 @@ func (q *QP) ackCumulative(cack uint32) int64 {
 
 func (q *QP) ackRec(r *pktRec) int64 {
 	r.acked = true
+	if q.tlpSeq != 0 && r.seq == q.tlpSeq {
+		// The probe got through: whatever was sent before it and is
+		// still unacknowledged, after more than TLPFactor RTTs of
+		// silence, is lost (detectLoss).
+		q.tlpCut, q.tlpSeq = max(q.tlpCut, r.seq), 0
+	}
 	if r.inflight {
 		r.inflight = false
 		q.inflight -= int64(r.plen)
@@ -833,13 +916,14 @@ func (q *QP) sleekThreshold() uint64 {
 
 // detectLoss applies the fast-loss rule ([I], SLEEK-like, per hole): a
 // transmission is lost once transmissions sent ≥ threshold after it have
-// been acknowledged. Such a silent loss counts against its EV
+// been acknowledged, or once an acknowledged tail-loss probe was sent
+// after it (tlpCut). Such a silent loss counts against its EV
 // (EVLossThreshold consecutive ones → ASSUMED_BAD).
 func (q *QP) detectLoss(now int64) {
 	thr := q.sleekThreshold()
 	for q.order.len() > 0 {
 		f := q.order.front()
-		if f.seq+thr > q.hiAcked {
+		if f.seq+thr > q.hiAcked && f.seq >= q.tlpCut {
 			return
 		}
 		sr := q.order.pop()
@@ -952,6 +1036,7 @@ func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
 	}
 	newly := q.ackCumulative(bth.PSN)
 	if newly > 0 {
+		q.progress(now)
 		q.cc.onAck(now, newly, 0, false, false, q.inflight)
 	}
 	q.detectLoss(now)
@@ -998,6 +1083,7 @@ func (q *QP) fail(status verbs.Status, failing uint64) {
 		return
 	}
 	q.state = verbs.QPError
+	q.err = failError(status, q.cfg.RetryLinear+q.cfg.RetryExp+1)
 	for k := q.wrHead; k < len(q.wrs); k++ {
 		w := &q.wrs[k]
 		st := verbs.StatusFlushed
@@ -1012,15 +1098,21 @@ func (q *QP) fail(status verbs.Status, failing uint64) {
 	q.rtxQ.clear()
 	q.order.clear()
 	q.timers = q.timers[:0]
+	q.stallAt = 0
 	q.ctrlN = 0
 	q.inflight = 0
 }
 
 // ---------------------------------------------------------------- timers
 
+// timerLive reports whether a timer still counts: its PSN is unacknowledged
+// and has not been sent again since, whether that transmission is in flight
+// or was found lost and waits for retransmission. A waiting packet's clock
+// keeps running, so one that cannot be retransmitted (no plane, no EV)
+// still reaches its retry limit.
 func (q *QP) timerLive(t *timerEnt) bool {
 	r := &q.recs[t.psn&q.recMask]
-	return r.live && r.inflight && !r.acked && r.seq == t.seq
+	return r.live && !r.acked && r.seq == t.seq && (r.inflight || r.queued)
 }
 
 // Deadline returns the earliest time the QP needs Tick: the first live
@@ -1040,7 +1132,49 @@ func (q *QP) Deadline() (int64, bool) {
 	if q.evs.nBad > 0 && q.busy() && (!ok || q.evs.nextProbeAt < at) {
 		at, ok = q.evs.nextProbeAt, true
 	}
+	if q.stallAt != 0 && (!ok || q.stallAt < at) {
+		at, ok = q.stallAt, true
+	}
+	if tlp, due := q.tlpAt(); due && (!ok || tlp < at) {
+		at, ok = tlp, true
+	}
 	return at, ok
+}
+
+// tlpAt returns when the tail-loss probe fires, if it is armed: TLPFactor
+// × the smoothed RTT (the base RTT before the first sample) after the last
+// data transmission or new acknowledgement, while data is in flight,
+// nothing waits for retransmission, and this silence period has had no
+// probe yet. It always precedes the RTO in practice (2 RTTs against an RTO
+// of many); a timer due first wins (Tick runs timers first).
+func (q *QP) tlpAt() (int64, bool) {
+	if q.cfg.TLPFactor <= 0 || q.tlpFired || q.inflight <= 0 || q.rtxQ.len() > 0 {
+		return 0, false
+	}
+	rtt := q.srtt
+	if rtt <= 0 {
+		rtt = int64(q.cc.p.BaseRTT)
+	}
+	return q.lastProgress + int64(q.cfg.TLPFactor*float64(rtt)), true
+}
+
+// tailLossProbe queues the last unacknowledged transmission in flight for
+// retransmission (on another EV, as every retransmission), once per
+// silence period. Its SACK either acknowledges it — then every earlier
+// transmission still missing is lost (tlpCut) — or, if the original had
+// arrived, shows what did.
+func (q *QP) tailLossProbe() {
+	q.tlpFired = true
+	for p := psnAdd(q.sndNxt, -1); psnDiff(p, q.cack) > 0; p = psnAdd(p, -1) {
+		r := &q.recs[p&q.recMask]
+		if r.live && !r.acked && r.inflight {
+			q.lose(p, r)
+			r.timedOut = false
+			q.tlpPending, q.tlpPSN = true, p
+			q.ms.TailLossProbes++
+			return
+		}
+	}
 }
 
 // Tick runs the timers due at now: packet timeouts (retransmission,
@@ -1056,11 +1190,23 @@ func (q *QP) Tick(now int64) {
 		}
 		q.timeout(now, t.psn, &q.recs[t.psn&q.recMask])
 	}
+	if q.state == verbs.QPReady && q.stallAt != 0 && now >= q.stallAt {
+		q.stallTimeout(now)
+	}
+	if at, due := q.tlpAt(); due && q.state == verbs.QPReady && now >= at {
+		q.tailLossProbe()
+	}
 	if q.state == verbs.QPReady && q.evs.nBad > 0 && q.busy() && now >= q.evs.nextProbeAt {
 		q.probe(now)
 	}
 }
 
+// timeout handles a packet's timer: its transmission was not acknowledged
+// within the timeout. A packet still in flight is presumed lost on a failed
+// path and queued for retransmission; one already waiting for
+// retransmission (found lost earlier, or with no plane or EV to go on)
+// only counts the timeout. Either way its clock is re-armed for the next
+// attempt, so the retry limit fires even if it is never sent again.
 func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
 	q.stats.Timeouts++
 	if r.attempts < 255 {
@@ -1070,11 +1216,33 @@ func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
 		q.fail(verbs.StatusRetryExceeded, r.wr)
 		return
 	}
-	q.evs.markBad(r.ev, now) // silent timeout: the path is presumed failed
-	q.lose(psn, r)
-	r.timedOut = true
-	q.ms.TimeoutRetransmits++
-	q.cc.onLoss()
+	if r.inflight {
+		q.evs.markBad(r.ev, now) // silent timeout: the path is presumed failed
+		q.lose(psn, r)
+		r.timedOut = true
+		q.ms.TimeoutRetransmits++
+		q.cc.onLoss()
+	}
+	q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
+}
+
+// stallTimeout runs the QP's own retry clock (noteStall): a timeout with
+// still no path counts toward the retry limit of the first waiting work
+// request; a path that came back stops the clock (Send follows Tick).
+func (q *QP) stallTimeout(now int64) {
+	if q.evs.anyPath() || !q.busy() || psnDiff(q.sndNxt, q.cack) != 1 {
+		q.stallAt, q.stallN = 0, 0
+		return
+	}
+	q.stats.Timeouts++
+	if q.stallN < 255 {
+		q.stallN++
+	}
+	if q.retryExceeded(q.stallN) {
+		q.fail(verbs.StatusRetryExceeded, q.wrBase+uint64(q.wrHead))
+		return
+	}
+	q.stallAt = now + q.timeoutFor(q.stallN)
 }
 
 // probe queues a reliability probe on every ASSUMED_BAD EV that is due.
@@ -1115,7 +1283,7 @@ func (q *QP) MRCStats() MRCStats {
 	s.EVGood, s.EVSkip, s.EVAssumedBad, s.EVDenied, s.EVActive = c[EVGood], c[EVSkip], c[EVAssumedBad], c[EVDenied], act
 	s.EVTransitions = q.evs.transitions
 	s.RTTSamples = q.stats.RTTSamples
-	s.LastRTT, s.MinRTT = q.stats.LastRTT, q.stats.MinRTT
+	s.LastRTT, s.MinRTT, s.SRTT = q.stats.LastRTT, q.stats.MinRTT, q.srtt
 	s.CwndBytes = q.cc.window()
 	s.MaxWnd = int64(q.cc.p.MaxWnd)
 	s.BaseRTT = int64(q.cc.p.BaseRTT)

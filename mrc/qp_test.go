@@ -195,9 +195,12 @@ func TestReorderAndDuplicates(t *testing.T) {
 }
 
 // lossTest drops data packet idx of a 16-packet message once and checks
-// recovery by timeout (too few later packets for the fast-loss rule).
+// recovery by timeout (too few later packets for the fast-loss rule; the
+// tail-loss probe, which would come first, is off: tlp_test.go tests it).
 func lossTest(t *testing.T, idx int) {
-	a, b := newPair(t, smallCfg(), 1<<20)
+	cfg := smallCfg()
+	cfg.TLPFactor = 0
+	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 16*pmtu, 0)
 	pa := a.drain(0, 0xf)
 	lost := pa[idx]
@@ -265,7 +268,9 @@ func TestFastLossRule(t *testing.T) {
 }
 
 func TestSACKLoss(t *testing.T) {
-	a, b := newPair(t, smallCfg(), 1<<20)
+	cfg := smallCfg()
+	cfg.TLPFactor = 0 // the timeout path (the tail-loss probe would come first)
+	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 32*pmtu, 0)
 	b.recv(1000, a.drain(0, 0xf)...)
 	pb := b.drain(1000, 0xf)
@@ -433,6 +438,7 @@ func TestRetryExhaustion(t *testing.T) {
 	cfg := smallCfg()
 	cfg.RetryLinear, cfg.RetryExp = 2, 2
 	cfg.ProbeInterval = 1 << 40 // keep probe deadlines out of the timer gaps
+	cfg.TLPFactor = 0           // … and the tail-loss probe
 	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 3*pmtu, 0)
 	a.write(b, 2, verbs.OpWriteImm, 64<<10, pmtu, 1)
@@ -704,7 +710,9 @@ func sackWithM(t *testing.T, ev uint32, m uint8, probe bool, cack uint32) pkt {
 }
 
 func TestAlwaysSkipReplacementAndProbe(t *testing.T) {
-	a, b := newPair(t, smallCfg(), 1<<20)
+	cfg := smallCfg()
+	cfg.TLPFactor = 0 // the deadline checked is the RTO's
+	a, b := newPair(t, cfg, 1<<20)
 	ev := activeOf(a.q, 2)[0]
 	before := len(activeOf(a.q, 2))
 	a.recv(10, sackWithM(t, ev, PathAlwaysSkip, false, 999))
