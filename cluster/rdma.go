@@ -170,9 +170,10 @@ func (c *Cluster) qpSeed(host int, qpn uint32) uint64 {
 }
 
 // NewTransport creates the configured transport for a new QP on host h;
-// index is the QP's position among the QPs of its connection (RoCE uses it
-// to spread QPs over planes).
-func (c *Cluster) NewTransport(h, index int) (verbs.Transport, error) {
+// plane is the plane a single-plane transport (RoCE) puts the QP on, which
+// both ends of a connection share (MRC sprays over every plane and ignores
+// it).
+func (c *Cluster) NewTransport(h, plane int) (verbs.Transport, error) {
 	e := c.Hosts[h].RDMA()
 	qpn := e.AllocQPN()
 	switch c.Config.Transport.Kind {
@@ -183,7 +184,7 @@ func (c *Cluster) NewTransport(h, index int) (verbs.Transport, error) {
 		}
 		return mrc.New(m, e.Memory(), qpn, c.qpSeed(h, qpn)), nil
 	case config.TransportRoCE:
-		return c.newRoCE(e, h, index, qpn)
+		return c.newRoCE(e, h, plane, qpn)
 	}
 	return nil, fmt.Errorf("transport.kind: unknown %q", c.Config.Transport.Kind)
 }
@@ -197,13 +198,17 @@ func (c *Cluster) Connect(a, b int) ([]Pair, error) {
 	var ps []Pair
 	for i := 0; i < c.Config.Transport.QPsPerConnection; i++ {
 		ea, eb := c.Hosts[a].RDMA(), c.Hosts[b].RDMA()
-		ta, err := c.NewTransport(a, i)
+		plane := 0 // both ends share it
+		if c.Config.Transport.Kind == config.TransportRoCE {
+			plane = c.roce.next(a, len(c.Hosts), c.Topo.Planes)
+		}
+		ta, err := c.NewTransport(a, plane)
 		if err != nil {
 			return nil, err
 		}
 		ca := &endpoint.CQ{}
 		ea.AddQP(ta, ca)
-		tb, err := c.NewTransport(b, i)
+		tb, err := c.NewTransport(b, plane)
 		if err != nil {
 			return nil, err
 		}

@@ -56,39 +56,22 @@ func (c *Cluster) RoCEConfig(plane int) (roce.Config, error) {
 // lower peers each go round the planes.
 type rocePlanes struct {
 	opened []int // per host: QPs opened as the first host of Connect
-	// The requester end just made: Connect makes a pair's ends in turn
-	// (NewTransport(a, i), then NewTransport(b, i)), so the next QP,
-	// made on another host with the same index before this one is
-	// connected, is its responder end.
-	last      *roce.QP
-	lastHost  int
-	lastIndex int
 }
 
-// plane returns the plane of the index-th QP of a connection made on host
-// h, and whether that QP is the responder end of the last one.
-func (p *rocePlanes) plane(h, index, planes, hosts int) (int, bool) {
-	if l := p.last; l != nil && l.State() == verbs.QPReset && h != p.lastHost && index == p.lastIndex {
-		return l.Config().Plane, true
-	}
+// next returns the plane of the next QP host h opens and counts it.
+func (p *rocePlanes) next(h, hosts, planes int) int {
 	if p.opened == nil {
 		p.opened = make([]int, hosts)
 	}
-	return p.opened[h] % planes, false
+	k := p.opened[h]
+	p.opened[h]++
+	return k % planes
 }
 
-func (c *Cluster) newRoCE(e *endpoint.Engine, h, index int, qpn uint32) (verbs.Transport, error) {
-	plane, responder := c.roce.plane(h, index, c.Topo.Planes, len(c.Hosts))
+func (c *Cluster) newRoCE(e *endpoint.Engine, h, plane int, qpn uint32) (verbs.Transport, error) {
 	r, err := c.RoCEConfig(plane)
 	if err != nil {
 		return nil, err
 	}
-	q := roce.New(r, e.Memory(), qpn, c.qpSeed(h, qpn))
-	if responder {
-		c.roce.last = nil
-	} else {
-		c.roce.opened[h]++
-		c.roce.last, c.roce.lastHost, c.roce.lastIndex = q, h, index
-	}
-	return q, nil
+	return roce.New(r, e.Memory(), qpn, c.qpSeed(h, qpn)), nil
 }
