@@ -90,8 +90,9 @@ func (s *Switch) Down() bool { return s.down }
 // BlackHole makes the switch silently drop fraction (0..1] of the packets
 // it would forward whose destination — after its uSID shift in uSID mode —
 // starts with the 16-bit uSID sid (uSID mode) or lies in subnet sid (other
-// modes). fraction 0 removes the black hole. Drops are counted only in
-// Counters.BlackHoled: to the network they are silent, like the gray
+// modes). fraction 0 removes the black hole. Drops are counted in
+// Counters.BlackHoled (and the ingress port's Counters.BlackHoled), never
+// as a port drop reason: to the network they are silent, like the gray
 // failures Clustermapper hunts.
 func (s *Switch) BlackHole(sid uint16, fraction float64) {
 	s.holeSID, s.holeFrac, s.hole = sid, fraction, fraction > 0

@@ -30,6 +30,7 @@ func (pt *Port) SendPause(c uint8, quanta uint16) {
 	binary.BigEndian.PutUint16(p.Data[16:], 1<<c)
 	binary.BigEndian.PutUint16(p.Data[18+2*int(c):], quanta)
 	p.Class = ClassControl
+	pt.Counters.Sent++ // a MAC control frame enters the fabric here
 	if quanta == 0 {
 		pt.Counters.ResumeTx++
 	} else {
@@ -44,6 +45,7 @@ func (pt *Port) handleMACControl(p *Packet) {
 		pt.Counters.Drops[DropMalformed]++
 		return
 	}
+	pt.Counters.Delivered++ // taken by this port: it leaves the fabric
 	en := binary.BigEndian.Uint16(p.Data[16:])
 	for c := uint8(0); c < NumClasses; c++ {
 		if en&(1<<c) != 0 {

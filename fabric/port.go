@@ -95,6 +95,17 @@ type PortCounters struct {
 	ECNMarks, Trims                        uint64
 	PauseTx, ResumeTx, PauseRx, ResumeRx   uint64
 	StormsDetected, StormsRestored         uint64
+	// Where frames enter and leave the fabric (Topology.Conservation).
+	// Sent: frames handed to the port from outside the fabric — by its
+	// device through Enqueue (not by switch forwarding) — and the MAC
+	// control frames it generated. Delivered: frames the port handed to a
+	// device that is not a switch (a NIC), and valid MAC control frames it
+	// took.
+	Sent, Delivered uint64
+	// BlackHoled: frames that arrived on this port and that its switch
+	// black-holed. Not a drop reason: to the port's drop counters a black
+	// hole stays silent, like the gray failures it models.
+	BlackHoled uint64
 }
 
 // QueueCounters count one egress traffic class.
@@ -176,7 +187,7 @@ const (
 )
 
 // portPad rounds Port up to a multiple of 64 bytes (TestPortLayout).
-const portPad = 58
+const portPad = 34
 
 // portQueues is the egress state a port needs only once traffic reaches
 // it: allocated on first use, so a million-port fabric whose ports mostly
@@ -378,8 +389,15 @@ func (pt *Port) classOf(p *Packet) uint8 {
 
 // Enqueue admits p to its class queue (marking, trimming or dropping it as
 // the port's configuration says) and starts transmission if idle. It takes
-// ownership of p.
+// ownership of p. It is how a device (a NIC, a test, a probe) puts a frame
+// into the fabric, counted in Counters.Sent; switches forward with enqueue.
 func (pt *Port) Enqueue(p *Packet) {
+	pt.Counters.Sent++
+	pt.enqueue(p)
+}
+
+// enqueue is Enqueue for a frame already in the fabric (switch forwarding).
+func (pt *Port) enqueue(p *Packet) {
 	c := pt.classOf(p)
 	p.Class = c
 	cfg := pt.cfg
@@ -586,6 +604,9 @@ func (pt *Port) receive(p *Packet) {
 	if !p.IsIPv6() {
 		pt.drop(p, DropMalformed)
 		return
+	}
+	if _, fwd := pt.Owner.(*Switch); !fwd {
+		pt.Counters.Delivered++ // it leaves the fabric
 	}
 	pt.Owner.Ingress(p, pt)
 }

@@ -138,6 +138,7 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 	}
 	if s.hole && s.inHole(p) && s.holeRNG.Float64() < s.holeFrac {
 		s.Counters.BlackHoled++
+		in.Counters.BlackHoled++ // not a port drop: silent (see BlackHole)
 		p.Release()
 		return
 	}
@@ -158,7 +159,7 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 	if s.Trace != nil {
 		s.Trace(s, p, op)
 	}
-	op.Enqueue(p)
+	op.enqueue(p)
 }
 
 // inHole reports whether p's destination is under the black-holed prefix

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/fabric"
 )
 
@@ -35,6 +36,9 @@ type snapshot struct {
 	rate          float64
 	clusters      int
 	counters      counters
+	// fabric is the frame accounting of every watched cluster (nil when
+	// the endpoint does not follow an observer).
+	fabric *fabric.Conservation
 }
 
 type metricsServer struct {
@@ -43,6 +47,41 @@ type metricsServer struct {
 	snap   *snapshot
 	srv    *http.Server
 	served chan struct{}
+	fab    *fabricTotals // set by startObserver
+}
+
+// fabricTotals sums the frame accounting (fabric.Conservation) of the
+// clusters an observer watches, for its snapshots. It runs where the
+// observer publishes (the simulation goroutine, or a barrier of a
+// partitioned run): it reads the current cluster afresh and keeps a
+// finished one's last reading when the observer moves on — the observer
+// publishes at every change of cluster, so that reading is final.
+type fabricTotals struct {
+	o    *observer
+	last *cluster.Cluster
+	done fabric.Conservation // finished clusters
+}
+
+// follow makes the snapshots o publishes carry the frame accounting of
+// the clusters o watches.
+func (m *metricsServer) follow(o *observer) {
+	if m != nil {
+		m.fab = &fabricTotals{o: o}
+	}
+}
+
+func (f *fabricTotals) read() fabric.Conservation {
+	if c := f.o.cur; c != f.last {
+		if f.last != nil {
+			f.done.Add(f.last.Topo.Conservation())
+		}
+		f.last = c
+	}
+	r := f.done
+	if f.last != nil {
+		r.Add(f.last.Topo.Conservation())
+	}
+	return r
 }
 
 // metricsAddr fills in the host of a --metrics address: ":9464" serves on
@@ -86,6 +125,10 @@ func startMetrics(addr string) (*metricsServer, error) {
 }
 
 func (m *metricsServer) publish(s *snapshot) {
+	if m.fab != nil {
+		f := m.fab.read()
+		s.fabric = &f
+	}
 	m.mu.Lock()
 	m.snap = s
 	m.mu.Unlock()
@@ -147,13 +190,23 @@ var (
 	dBytesDone = prometheus.NewDesc(ns+"_transport_bytes_completed_total", "Bytes acknowledged and completed at requesters.", qpLabels, nil)
 )
 
+// Packet conservation, fabric-wide: sent = delivered + Σ dropped + lost +
+// Σ in_flight, exactly, in every scrape (fabric.Conservation).
+var (
+	dFabSent     = prometheus.NewDesc(ns+"_fabric_frames_sent_total", "Frames put into the fabric: handed to ports by NICs (and probes), and PFC frames the ports generated.", nil, nil)
+	dFabDeliv    = prometheus.NewDesc(ns+"_fabric_frames_delivered_total", "Frames the fabric handed to NICs, and PFC frames taken by the port they reached.", nil, nil)
+	dFabDropped  = prometheus.NewDesc(ns+"_fabric_frames_dropped_total", "Frames dropped in the fabric, by reason: the port drop reasons, black_hole (switch), fcs (bit errors on a link) and link_down.", []string{"reason"}, nil)
+	dFabLost     = prometheus.NewDesc(ns+"_fabric_frames_lost_total", "Frames lost on links (loss model); the sum of vcluster_link_lost_total.", nil, nil)
+	dFabInFlight = prometheus.NewDesc(ns+"_fabric_frames_in_flight", "Frames in the fabric at the reading: on links (where=link) and in egress queues (where=queue).", []string{"where"}, nil)
+)
+
 // runCollector turns the latest snapshot into metrics; it never reads the
 // simulation.
 type runCollector struct{ m *metricsServer }
 
 func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dRun, dPoint, dPoints, dVirtual, dEvents, dRate, dClusters, dPorts, dTxPkts, dTxBytes, dRxPkts, dRxBytes,
-		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
+		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dFabSent, dFabDeliv, dFabDropped, dFabLost, dFabInFlight, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
 		ch <- d
 	}
 }
@@ -207,6 +260,19 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(dPauseRx, a.pauseRx, l...)
 		counter(dLost, a.linkLost, l...)
 		gauge(dMaxQ, float64(a.maxQueue), l...)
+	}
+	if f := s.fabric; f != nil {
+		counter(dFabSent, f.Sent)
+		counter(dFabDeliv, f.Delivered)
+		for i, r := range fabric.DropReasonNames {
+			counter(dFabDropped, f.Dropped[i], r)
+		}
+		counter(dFabDropped, f.BlackHoled, "black_hole")
+		counter(dFabDropped, f.Corrupted, "fcs")
+		counter(dFabDropped, f.LinkDown, "link_down")
+		counter(dFabLost, f.Lost)
+		gauge(dFabInFlight, float64(f.OnLinks), "link")
+		gauge(dFabInFlight, float64(f.InQueues), "queue")
 	}
 	kinds := make([]string, 0, len(s.counters.qps))
 	for k := range s.counters.qps {
@@ -311,5 +377,6 @@ func (f *runFlags) startObserver(stderr io.Writer) (o *observer, stop func(), er
 		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", m.addr)
 	}
 	o = newObserver(ui, m)
+	m.follow(o)
 	return o, func() { m.Close(f.linger) }, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/sim"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -81,33 +85,30 @@ func sum(m map[string]float64, name string, want ...string) float64 {
 	return s
 }
 
-// The --metrics endpoint serves the run's counters while it goes and, with
-// --metrics-linger, its final values after: scraped concurrently with the
-// simulation (run this under -race), the counters only grow and end at
-// what the run did — the events total equals the manifest's.
-func TestMetricsEndpoint(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "m")
-	var stdout, stderr syncBuffer
+// scrapeRun runs the CLI with args plus --metrics on a free port and
+// scrapes the endpoint every 20 ms until the command returns (give
+// --metrics-linger so the last scrapes see the final values). It returns
+// every successful scrape, in order, and the exit code.
+func scrapeRun(t *testing.T, args ...string) (scrapes []map[string]float64, code int, stderr string) {
+	t.Helper()
+	var stdout, errb syncBuffer
 	done := make(chan int)
 	go func() {
-		done <- execute(append(append([]string{}, quickExp...), "--out", dir, "--metrics", "127.0.0.1:0", "--metrics-linger", "2s", "--seed", "3"), &stdout, &stderr)
+		done <- execute(append(append([]string{}, args...), "--metrics", "127.0.0.1:0"), &stdout, &errb)
 	}()
 	addrRe := regexp.MustCompile(`metrics: (http://127\.0\.0\.1:\d+/metrics)`)
 	var url string
 	for url == "" {
 		select {
 		case code := <-done:
-			t.Fatalf("run ended (%d) before serving metrics: %s", code, stderr.String())
+			t.Fatalf("run ended (%d) before serving metrics: %s", code, errb.String())
 		case <-time.After(5 * time.Millisecond):
 		}
-		if m := addrRe.FindStringSubmatch(stderr.String()); m != nil {
+		if m := addrRe.FindStringSubmatch(errb.String()); m != nil {
 			url = m[1]
 		}
 	}
-	var last map[string]float64
-	var scrapes int
-	var prevEvents float64
-	code := -1
+	code = -1
 	for code < 0 {
 		select {
 		case code = <-done:
@@ -123,31 +124,42 @@ func TestMetricsEndpoint(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "text/plain") {
 			t.Fatalf("GET %s: %s %s", url, resp.Status, resp.Header.Get("Content-Type"))
 		}
-		m := parseMetrics(t, string(body))
-		if len(m) == 0 {
-			continue // nothing published yet
+		if m := parseMetrics(t, string(body)); len(m) > 0 { // empty: nothing published yet
+			scrapes = append(scrapes, m)
 		}
-		scrapes++
+	}
+	return scrapes, code, errb.String()
+}
+
+// The --metrics endpoint serves the run's counters while it goes and, with
+// --metrics-linger, its final values after: scraped concurrently with the
+// simulation (run this under -race), the counters only grow and end at
+// what the run did — the events total equals the manifest's.
+func TestMetricsEndpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	scrapes, code, stderr := scrapeRun(t, append(append([]string{}, quickExp...), "--out", dir, "--metrics-linger", "2s", "--seed", "3")...)
+	if code != 0 {
+		t.Fatalf("run exited %d: %s", code, stderr)
+	}
+	if len(scrapes) == 0 {
+		t.Fatal("no successful scrape")
+	}
+	var prevEvents float64
+	for _, m := range scrapes {
 		if ev := m["vcluster_events_total"]; ev < prevEvents {
 			t.Errorf("vcluster_events_total went down: %g after %g", ev, prevEvents)
 		} else {
 			prevEvents = ev
 		}
-		last = m
 	}
-	if code != 0 {
-		t.Fatalf("run exited %d: %s", code, stderr.String())
-	}
-	if scrapes == 0 || last == nil {
-		t.Fatal("no successful scrape")
-	}
+	last := scrapes[len(scrapes)-1]
 	var man manifest
 	b, _ := os.ReadFile(filepath.Join(dir, manifestFile))
 	if err := json.Unmarshal(b, &man); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d scrapes; final: events %g, nic tx %g packets, link lost %g, MRC retx %g, RoCE retx %g, RoCE timeouts %g",
-		scrapes, last["vcluster_events_total"], sum(last, "vcluster_port_tx_packets_total", `tier="nic"`), sum(last, "vcluster_link_lost_total"),
+		len(scrapes), last["vcluster_events_total"], sum(last, "vcluster_port_tx_packets_total", `tier="nic"`), sum(last, "vcluster_link_lost_total"),
 		sum(last, "vcluster_transport_retransmissions_total", `transport="mrc"`), sum(last, "vcluster_transport_retransmissions_total", `transport="roce"`),
 		sum(last, "vcluster_transport_timeouts_total", `transport="roce"`))
 	if ev := last["vcluster_events_total"]; ev != float64(man.Events) || ev == 0 {
@@ -182,6 +194,149 @@ func TestMetricsEndpoint(t *testing.T) {
 	y, _ := os.ReadFile(filepath.Join(plain, "results.csv"))
 	if !bytes.Equal(x, y) || len(x) == 0 {
 		t.Errorf("results.csv with --metrics differs from without:\n%s\n%s", x, y)
+	}
+}
+
+// Every scrape of `run` (the preflight's netstack pings on the classic
+// loop, then MRC and RoCE all-reduces under loss on partitioned clusters,
+// read between windows) conserves frames exactly: what entered the fabric
+// was delivered, dropped (by reason), lost, or is in flight on a link or
+// in a queue — including frames still on the wire when a point's
+// collective completed and its loop stopped, which no counter showed
+// before (sent − received was 3 frames more than link-lost on
+// `run --quick`).
+func TestMetricsConservation(t *testing.T) {
+	scrapes, code, stderr := scrapeRun(t, "run", "--quick", "--out", t.TempDir(), "--metrics-linger", "300ms", "--progress", "none",
+		"--set", "exp.size=4M", "--set", "exp.losses=0.001,0.01", "--set", "exp.roceQPs=1", "--parallel", "2")
+	if code != 0 {
+		t.Fatalf("run exited %d: %s", code, stderr)
+	}
+	checked, inFlight := 0, 0
+	for i, m := range scrapes {
+		sent := m["vcluster_fabric_frames_sent_total"]
+		if sent == 0 {
+			continue // before the first cluster's traffic
+		}
+		placed := m["vcluster_fabric_frames_delivered_total"] + sum(m, "vcluster_fabric_frames_dropped_total") +
+			m["vcluster_fabric_frames_lost_total"] + sum(m, "vcluster_fabric_frames_in_flight")
+		if sent != placed {
+			t.Errorf("scrape %d: sent %g, delivered + dropped + lost + in flight = %g", i, sent, placed)
+		}
+		// The fabric-wide loss is the per-port link loss, summed.
+		if lost, ports := m["vcluster_fabric_frames_lost_total"], sum(m, "vcluster_link_lost_total"); lost != ports {
+			t.Errorf("scrape %d: vcluster_fabric_frames_lost_total %g, vcluster_link_lost_total sums to %g", i, lost, ports)
+		}
+		checked++
+		if sum(m, "vcluster_fabric_frames_in_flight") > 0 {
+			inFlight++
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("no scrape with traffic among %d", len(scrapes))
+	}
+	last := scrapes[len(scrapes)-1]
+	for _, k := range []string{`vcluster_fabric_frames_dropped_total{reason="fcs"}`, `vcluster_fabric_frames_dropped_total{reason="link_down"}`,
+		`vcluster_fabric_frames_dropped_total{reason="black_hole"}`, `vcluster_fabric_frames_in_flight{where="link"}`, `vcluster_fabric_frames_in_flight{where="queue"}`} {
+		if _, ok := last[k]; !ok {
+			t.Errorf("%s not exported", k)
+		}
+	}
+	if last["vcluster_fabric_frames_lost_total"] == 0 || last["vcluster_fabric_frames_delivered_total"] == 0 {
+		t.Errorf("final scrape: lost %g, delivered %g", last["vcluster_fabric_frames_lost_total"], last["vcluster_fabric_frames_delivered_total"])
+	}
+	t.Logf("%d scrapes, %d with traffic, %d with frames in flight; final: sent %g, delivered %g, dropped %g, lost %g, in flight %g on links and %g queued",
+		len(scrapes), checked, inFlight, last["vcluster_fabric_frames_sent_total"], last["vcluster_fabric_frames_delivered_total"],
+		sum(last, "vcluster_fabric_frames_dropped_total"), last["vcluster_fabric_frames_lost_total"],
+		last[`vcluster_fabric_frames_in_flight{where="link"}`], last[`vcluster_fabric_frames_in_flight{where="queue"}`])
+}
+
+// The endpoint's frame accounting, read with frames in flight: a faulted
+// MRC run (1% loss and bit errors on every link, a T0–T1 cable down, a
+// black hole) stopped mid-flight, then finished, then followed by a second
+// cluster — each scrape conserves frames, and the in-flight gauges carry
+// what is on links and in queues at the stop.
+func TestMetricsConservationInFlight(t *testing.T) {
+	m, err := startMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(0)
+	o := newObserverClock(noProgress{}, m, &stepWall{})
+	m.follow(o)
+	scrape := func(when string) map[string]float64 {
+		t.Helper()
+		resp, err := http.Get("http://" + m.addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		v := parseMetrics(t, string(b))
+		sent := v["vcluster_fabric_frames_sent_total"]
+		placed := v["vcluster_fabric_frames_delivered_total"] + sum(v, "vcluster_fabric_frames_dropped_total") +
+			v["vcluster_fabric_frames_lost_total"] + sum(v, "vcluster_fabric_frames_in_flight")
+		if sent == 0 || sent != placed {
+			t.Fatalf("%s: sent %g, delivered + dropped + lost + in flight = %g", when, sent, placed)
+		}
+		return v
+	}
+	o.Begin("conservation")
+	var trs []*cluster.Transfer
+	var c *cluster.Cluster
+	for i := 0; i < 2; i++ {
+		o.Point(i, 2, "faulted")
+		cfg, err := config.Load("", []string{"fabric.preset=C", "fabric.hosts=16", "transport.kind=mrc", "transport.payload=elided",
+			"host.netstack=false", fmt.Sprintf("seed=%d", i+1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err = cluster.New(cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		o.Watch(c)
+		for _, l := range c.Topo.Links {
+			l.Loss = fabric.NewBernoulli(0.01, cfg.Seed, l.Name)
+			l.Corr = fabric.NewBitErrors(1e-6, cfg.Seed, l.Name)
+		}
+		// Plane 0: the cable T0 1 – T1 0 down from 10 µs, a black hole
+		// toward T0 0 at T1 1.
+		var cable *fabric.Port
+		for _, p := range c.Topo.Switch("p0.t0.1").Ports {
+			if p.Peer.Owner == fabric.Device(c.Topo.Switch("p0.t1.0")) {
+				cable = p
+			}
+		}
+		c.Loop.At(10*sim.Microsecond, func() { cable.Tx.SetUp(false); cable.Peer.Tx.SetUp(false) })
+		c.Topo.Switch("p0.t1.1").BlackHole(fabric.USID(0, fabric.USIDT0, 0), 0.5)
+		trs = trs[:0]
+		for _, pr := range [][2]int{{4, 0}, {8, 0}, {5, 1}} {
+			ps, err := c.Connect(pr[0], pr[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := c.StartTransfer(ps[0], c.Region(pr[0], 1<<20, nil), c.Region(pr[1], 1<<20, nil), 1<<20, 256<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trs = append(trs, tr)
+		}
+		c.Loop.RunUntil(30 * sim.Microsecond)
+		o.publish(true)
+		v := scrape("stopped mid-flight")
+		if v[`vcluster_fabric_frames_in_flight{where="link"}`] == 0 || v[`vcluster_fabric_frames_in_flight{where="queue"}`] == 0 {
+			t.Errorf("stopped mid-flight: in flight %g on links, %g queued", v[`vcluster_fabric_frames_in_flight{where="link"}`], v[`vcluster_fabric_frames_in_flight{where="queue"}`])
+		}
+		c.Loop.RunWhile(func() bool { return !trs[0].Done() || !trs[1].Done() || !trs[2].Done() })
+		o.publish(true)
+		scrape("transfers done")
+	}
+	o.End()
+	v := scrape("after the run")
+	for _, r := range []string{"fcs", "link_down", "black_hole"} {
+		if v[`vcluster_fabric_frames_dropped_total{reason="`+r+`"}`] == 0 {
+			t.Errorf("no %s drops exported: %v", r, v)
+		}
 	}
 }
 
