@@ -194,7 +194,11 @@ func (p *Plan) MarshalYAML() string {
 	if p.Seed != 0 {
 		fmt.Fprintf(&b, "seed: %d\n", p.Seed)
 	}
-	b.WriteString("events:\n")
+	if len(p.Events) == 0 {
+		b.WriteString("events: []\n")
+	} else {
+		b.WriteString("events:\n")
+	}
 	for _, ev := range p.Events {
 		fmt.Fprintf(&b, "  - at: %v\n", ev.At)
 		if ev.Duration > 0 {

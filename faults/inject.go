@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
@@ -9,62 +10,88 @@ import (
 )
 
 // Resolve validates the plan against a topology: every selector must match
-// something, every black-hole prefix must parse, every event's end must
-// come after its start. Random selectors are drawn here, from the plan
-// seed (or seed when the plan has none), so they are fixed before the run.
-// Problems come back with their lines.
+// something of the kind's element type, every black-hole prefix must parse
+// (and the fabric must forward by uSID), events built in code get
+// ParsePlan's parameter checks. Random selectors are drawn here, from the
+// plan seed (or seed when the plan has none), so they are fixed before the
+// run. The problems come back all at once — ParsePlan's too, and the
+// targets of events ParsePlan rejected — each with its line, sorted.
 func (p *Plan) Resolve(topo *fabric.Topology, seed uint64) ([]*Target, error) {
 	if p.Seed != 0 {
 		seed = p.Seed
 	}
 	r := newResolver(topo, sim.NewStream(seed, "faults/select"))
-	var errs Errors
+	errs := append(Errors{}, p.errs...)
 	out := make([]*Target, len(p.Events))
 	for i, ev := range p.Events {
-		bad := func(f string, a ...any) {
-			errs = append(errs, &LineError{Source: p.Source, Line: ev.Line, Msg: fmt.Sprintf("events[%d]: ", ev.Index) + fmt.Sprintf(f, a...)})
-		}
-		if ev.sel.raw == "" {
-			sel, err := ParseSelector(ev.Target)
-			if err != nil {
-				bad("target: %v", err)
+		if !ev.checked {
+			if _, ok := Kinds[ev.Kind]; !ok {
+				errs = append(errs, &LineError{Source: p.Source, Line: ev.Line, Msg: fmt.Sprintf("events[%d]: kind: unknown fault kind %q", ev.Index, ev.Kind)})
 				continue
 			}
-			ev.sel = sel
+			errs = append(errs, ev.paramErrors(p.Source)...)
 		}
-		t, err := r.resolve(ev.sel)
-		if err != nil {
-			bad("target: %v", err)
-			continue
-		}
-		switch ev.Kind {
-		case SwitchDown, SwitchReboot, PlaneDown, BlackHole:
-			if len(t.Switches) == 0 {
-				bad("target: %s needs switches, %q selects cables", ev.Kind, ev.Target)
-			}
-		case PFCStorm:
-			if len(t.NICPorts) == 0 {
-				bad("target: pfc_storm needs NIC ports (nic:hH/pP), %q selects none", ev.Target)
-			}
-		default:
-			if len(t.Cables) == 0 && t.Dynamic == nil {
-				bad("target: %s needs cables, %q selects switches", ev.Kind, ev.Target)
-			}
-		}
-		if ev.Kind == BlackHole {
-			if _, err := parseUSID(topo, ev.Params["usid"]); err != nil {
-				bad("params.usid: %v", err)
-			}
-		}
-		if ev.Kind == SwitchReboot && ev.Duration == 0 && ev.dur("boot", 0) == 0 {
-			bad("switch_reboot needs a duration or params.boot (the boot time)")
-		}
-		if ev.Kind == LinkFlap && ev.dur("period", 0) == 0 {
-			bad("params.period: link_flap needs a period")
-		}
+		t, es := p.resolveEvent(topo, r, ev)
+		errs = append(errs, es...)
 		out[i] = t
 	}
-	return out, errs.err()
+	// Events with syntax problems do not run, but a wrong name in their
+	// target is one more thing to fix: report it now, not next time. (They
+	// draw from their own stream, so the valid events' random picks do not
+	// depend on them.)
+	rr := newResolver(topo, sim.NewStream(seed, "faults/select-rejected"))
+	for _, ev := range p.rejected {
+		if ev.sel.raw != "" {
+			_, es := p.resolveEvent(topo, rr, ev)
+			errs = append(errs, es...)
+		}
+	}
+	return out, errs.sorted().err()
+}
+
+func (p *Plan) resolveEvent(topo *fabric.Topology, r *resolver, ev *Event) (*Target, Errors) {
+	var errs Errors
+	bad := func(line int, f string, a ...any) {
+		if line == 0 {
+			line = ev.Line
+		}
+		errs = append(errs, &LineError{Source: p.Source, Line: line, Msg: fmt.Sprintf("events[%d]: ", ev.Index) + fmt.Sprintf(f, a...)})
+	}
+	if ev.Kind == BlackHole {
+		if topo.Mode != fabric.ForwardUSID {
+			bad(0, "kind: black_hole drops one uSID prefix, which exists only under uSID forwarding; this fabric forwards by %s (set fabric.forwarding=usid, or use loss on the links instead)", topo.Mode)
+		} else if _, err := parseUSID(topo, ev.Params["usid"]); err != nil {
+			bad(0, "params.usid: %v", err)
+		}
+	}
+	if ev.sel.raw == "" {
+		sel, err := ParseSelector(ev.Target)
+		if err != nil {
+			bad(0, "target: %v", err)
+			return nil, errs
+		}
+		ev.sel = sel
+	}
+	t, err := r.resolve(ev.sel)
+	if err != nil {
+		bad(0, "target: %v", err)
+		return nil, errs
+	}
+	switch ev.Kind {
+	case SwitchDown, SwitchReboot, PlaneDown, BlackHole:
+		if len(t.Switches) == 0 {
+			bad(0, "target: %s needs switches, %q selects cables", ev.Kind, ev.Target)
+		}
+	case PFCStorm:
+		if len(t.NICPorts) == 0 {
+			bad(0, "target: pfc_storm needs NIC ports (nic:hH/pP), %q selects none", ev.Target)
+		}
+	default:
+		if len(t.Cables) == 0 && t.Dynamic == nil {
+			bad(0, "target: %s needs cables, %q selects switches", ev.Kind, ev.Target)
+		}
+	}
+	return t, errs
 }
 
 // Injector applies a plan's faults and undoes each at its end, as events
@@ -89,6 +116,7 @@ type Injector struct {
 	corr     map[*fabric.Link]*layered
 	delay    map[*fabric.Link]*delays
 	storms   map[int]*storm
+	flaps    map[int]*flapper
 	holes    map[*fabric.Switch]int
 	// Active counts faults in effect.
 	Active int
@@ -127,7 +155,7 @@ func NewInjector(topo *fabric.Topology, s sim.Scheduler, plan *Plan, seed uint64
 		res:      newResolver(topo, sim.NewStream(seed, "faults/dynamic")),
 		linkDown: map[*fabric.Link]int{}, swDown: map[*fabric.Switch]int{},
 		loss: map[*fabric.Link]*layered{}, corr: map[*fabric.Link]*layered{}, delay: map[*fabric.Link]*delays{},
-		storms: map[int]*storm{}, holes: map[*fabric.Switch]int{}}, nil
+		storms: map[int]*storm{}, flaps: map[int]*flapper{}, holes: map[*fabric.Switch]int{}}, nil
 }
 
 // Target returns what event i resolved to (after it started, for dynamic
@@ -205,9 +233,12 @@ func (in *Injector) undo(i int) {
 			in.cableDown(c, false)
 		}
 	case LinkFlap:
-		// the flap schedule brings the cables back itself; make sure
-		for _, c := range t.Cables {
-			in.cableDown(c, false)
+		// Stop the schedule; release the cables only if the flap holds
+		// them down now (another fault may hold them too).
+		if f := in.flaps[i]; f != nil {
+			f.stopped = true
+			in.releaseFlap(f)
+			delete(in.flaps, i)
 		}
 	case Loss, Degrade, BitErrors:
 		for _, l := range in.dirLinks(ev, t) {
@@ -319,42 +350,70 @@ func (in *Injector) switchDown(s *fabric.Switch, down bool) {
 	}
 }
 
+// flapper runs one link_flap: one pending event at a time (the next down
+// or up), so a long flap costs O(1) events in the queue, and it remembers
+// whether it holds its cables down, so its end releases only its own hold.
+type flapper struct {
+	cables               []Cable
+	period, down, jitter time.Duration
+	count, k             int
+	rng                  *rand.Rand
+	start                sim.Time
+	held, stopped        bool
+}
+
 func (in *Injector) flap(i int, ev *Event, t *Target) {
-	period := ev.dur("period", 0)
-	downFor := ev.dur("down", period/2)
-	count := ev.int("count", 0)
-	if count == 0 {
-		if ev.Duration > 0 {
-			count = int(ev.Duration / period)
-		} else {
-			count = 10
-		}
+	period, downFor, jitter, count := ev.flapSchedule()
+	f := &flapper{cables: t.Cables, period: period, down: downFor, jitter: jitter, count: count,
+		rng: sim.NewStream(in.seed, fmt.Sprintf("faults/flap/%d", i)), start: in.Sched.Now()}
+	in.flaps[i] = f
+	in.nextFlap(i, f)
+}
+
+// nextFlap schedules cycle f.k: down at k·period plus a jitter drawn from
+// [0, jitter] (one draw per cycle, in order), up after down.
+func (in *Injector) nextFlap(i int, f *flapper) {
+	if f.stopped || f.k >= f.count {
+		return
 	}
-	jitter := ev.dur("jitter", 0)
-	rng := sim.NewStream(in.seed, fmt.Sprintf("faults/flap/%d", i))
-	now := in.Sched.Now()
-	for k := 0; k < count; k++ {
-		var j time.Duration
-		if jitter > 0 {
-			j = time.Duration(rng.Int64N(int64(jitter) + 1))
+	var j time.Duration
+	if f.jitter > 0 {
+		j = time.Duration(f.rng.Int64N(int64(f.jitter) + 1))
+	}
+	at := f.start + sim.Time(time.Duration(f.k)*f.period+j)
+	in.Sched.At(at, func() {
+		if f.stopped {
+			return
 		}
-		at := now + sim.Time(time.Duration(k)*period+j)
-		in.Sched.At(at, func() {
-			for _, c := range t.Cables {
-				in.cableDown(c, true)
+		f.held = true
+		for _, c := range f.cables {
+			in.cableDown(c, true)
+		}
+		if in.Rec != nil {
+			in.Rec.note(i, "flap_down", nil)
+		}
+		in.Sched.At(at+sim.Time(f.down), func() {
+			if f.stopped {
+				return
 			}
-			if in.Rec != nil {
-				in.Rec.note(i, "flap_down", nil)
-			}
-		})
-		in.Sched.At(at+sim.Time(downFor), func() {
-			for _, c := range t.Cables {
-				in.cableDown(c, false)
-			}
+			in.releaseFlap(f)
 			if in.Rec != nil {
 				in.Rec.note(i, "flap_up", nil)
 			}
+			f.k++
+			in.nextFlap(i, f)
 		})
+	})
+}
+
+// releaseFlap lets go of the flap's hold on its cables, if it has one.
+func (in *Injector) releaseFlap(f *flapper) {
+	if !f.held {
+		return
+	}
+	f.held = false
+	for _, c := range f.cables {
+		in.cableDown(c, false)
 	}
 }
 

@@ -61,8 +61,8 @@ func TestEveryKindAppliesAndUndoes(t *testing.T) {
 		{kind: "link_down", event: "target: link:p1.t0.0-p1.t1.2",
 			mid: func(c *cluster.Cluster) error { return bothDown(c, up) }, after: func(c *cluster.Cluster) error { return bothUp(c, up) },
 			counter: func(c *cluster.Cluster) uint64 { return sumLinks(c, dropped, up) }},
-		{kind: "link_flap", event: "target: link:p1.t0.0/6\n    params: {period: 100us, count: 3, down: 50us, jitter: 0}",
-			mid:   func(c *cluster.Cluster) error { return bothDown(c, up) }, // 300 µs = 150 + 2×100 … down for 50 µs
+		{kind: "link_flap", event: "target: link:p1.t0.0/6\n    params: {period: 100us, count: 3, down: 60us, jitter: 0}",
+			mid:   func(c *cluster.Cluster) error { return bothDown(c, up) }, // 300 µs is inside the second down, 250–310 µs
 			after: func(c *cluster.Cluster) error { return bothUp(c, up) }, counter: func(c *cluster.Cluster) uint64 { return sumLinks(c, dropped, up) }},
 		{kind: "loss", event: "target: link:p1.t0.0-p1.t1.2\n    params: {rate: 5%}",
 			mid: func(c *cluster.Cluster) error {

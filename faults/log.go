@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/sim"
@@ -26,8 +27,9 @@ type Entry struct {
 	Value  float64  `json:"value,omitempty"`
 }
 
-// FaultReport is what happened around one fault. Times are virtual, from
-// the fault's start; -1 means never.
+// FaultReport is what happened around one fault. StartNs and EndNs are
+// absolute virtual times (the event log's t_ns basis); the other times are
+// offsets from the fault's start (JSON names *_after_ns); -1 means never.
 type FaultReport struct {
 	Index   int      `json:"index"`
 	Label   string   `json:"label"`
@@ -36,16 +38,29 @@ type FaultReport struct {
 	StartNs int64    `json:"start_ns"`
 	EndNs   int64    `json:"end_ns"` // -1: still active when the run ended
 
-	FirstLossNs  int64  `json:"first_loss_ns"`  // first frame lost at the fault
-	DetectNs     int64  `json:"detect_ns"`      // first loss seen by a transport or a probe
-	DetectBy     string `json:"detect_by"`      // transport | clustermapper
-	BypassNs     int64  `json:"bypass_ns"`      // last data frame into the fault (traffic moved off it)
-	LocateNs     int64  `json:"locate_ns"`      // Clustermapper named the right element
-	DenyNs       int64  `json:"deny_ns"`        // the controller pushed a denylist covering it
-	PacketsLost  uint64 `json:"packets_lost"`   // frames dropped at the faulted elements
-	DataIntoFail uint64 `json:"data_into_fail"` // data frames sent into a hard-failed element
+	FirstLossNs  int64  `json:"first_loss_after_ns"` // first frame lost at the fault
+	DetectNs     int64  `json:"detect_after_ns"`     // first loss seen by a transport or a probe
+	DetectBy     string `json:"detect_by"`           // transport | clustermapper
+	BypassNs     int64  `json:"bypass_after_ns"`     // last data frame into the fault (traffic moved off it)
+	LocateNs     int64  `json:"locate_after_ns"`     // Clustermapper named the right element
+	DenyNs       int64  `json:"deny_after_ns"`       // the controller pushed a denylist covering it
+	PacketsLost  uint64 `json:"packets_lost"`        // frames dropped at the faulted elements
+	DataIntoFail uint64 `json:"data_into_fail"`      // data frames sent into a hard-failed element
 	QPErrors     int    `json:"qp_errors"`
-	Outcome      string `json:"outcome"` // bypassed | not_bypassed | no_traffic | n/a
+	// Outcome: bypassed | not_bypassed | stalled | qp_error | no_traffic |
+	// no_loss | after_job_end | n/a (see Recorder.Finish).
+	Outcome string `json:"outcome"`
+
+	// The affected traffic (the watched pairs with an end on a host the
+	// fault touches; every pair when it touches none): bytes placed by
+	// their responders, sampled, for the progress rule of Finish.
+	affected       []int
+	placed0        uint64
+	placedAtInto   uint64
+	lastProgress   sim.Time
+	lastPlaced     uint64
+	placedEnd      uint64
+	outstandingEnd uint64
 
 	keys       map[string]bool
 	hard       bool
@@ -75,8 +90,15 @@ type Recorder struct {
 	FineWindow time.Duration
 	Coarse     time.Duration
 
+	// JobEnd, when set (the drill sets it once the workload is done), is
+	// when the traffic ended: a fault starting at or after it is reported
+	// after_job_end, and no fault is judged on the idle fabric after it.
+	JobEnd sim.Time
+
 	qps       []verbs.Transport
+	pairs     []cluster.Pair
 	qpErr     map[verbs.Transport]bool
+	qpErrAt   map[verbs.Transport]sim.Time
 	retx      uint64
 	evOut     int
 	lastInj   sim.Time
@@ -91,11 +113,78 @@ type Recorder struct {
 // sampling on s (cluster.Scheduler).
 func NewRecorder(s sim.Scheduler, w io.Writer) *Recorder {
 	return &Recorder{Sched: s, W: w, Fine: time.Microsecond, FineWindow: 2 * time.Millisecond, Coarse: 50 * time.Microsecond,
-		qpErr: map[verbs.Transport]bool{}}
+		qpErr: map[verbs.Transport]bool{}, qpErrAt: map[verbs.Transport]sim.Time{}}
 }
 
 // Watch adds QPs whose statistics count as the transports' view.
 func (r *Recorder) Watch(ts ...verbs.Transport) { r.qps = append(r.qps, ts...) }
+
+// WatchPairs watches the requester QPs of pairs (as Watch) and keeps the
+// pairs, so that each fault's outcome follows from the traffic it affects
+// actually delivered (Finish). Watch pairs before the first fault starts.
+func (r *Recorder) WatchPairs(ps ...cluster.Pair) {
+	for _, p := range ps {
+		r.qps = append(r.qps, p.A.T)
+	}
+	r.pairs = append(r.pairs, ps...)
+}
+
+// affectedPairs are the watched pairs with an end on a host t touches (a
+// host end of a cable, a NIC port, a host under a faulted T0); every pair
+// when t touches no host (a T0–T1 cable, a T1).
+func (r *Recorder) affectedPairs(t *Target) []int {
+	hosts := map[int]bool{}
+	addPort := func(p *fabric.Port) {
+		if p == nil {
+			return
+		}
+		if h, ok := portHost(p.Name); ok {
+			hosts[h] = true
+		}
+	}
+	for _, c := range t.Cables {
+		addPort(c.A)
+		addPort(c.B)
+	}
+	for _, p := range t.NICPorts {
+		addPort(p)
+	}
+	for _, s := range t.Switches {
+		for _, p := range s.Ports {
+			addPort(p.Peer)
+		}
+	}
+	var out []int
+	for i, p := range r.pairs {
+		if len(hosts) == 0 || hosts[p.A.Host] || hosts[p.B.Host] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// portHost returns the host of a host port name ("h3/p1").
+func portHost(name string) (int, bool) {
+	h, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return 0, false
+	}
+	return hostIndex(h)
+}
+
+// placed is the bytes the responders of pairs placed so far; outstanding
+// the bytes their requesters posted and have not completed.
+func (r *Recorder) placed(pairs []int) (placed, outstanding uint64) {
+	for _, i := range pairs {
+		p := r.pairs[i]
+		placed += p.B.T.Stats().BytesPlaced
+		a := p.A.T.Stats()
+		if a.BytesPosted > a.BytesCompleted {
+			outstanding += a.BytesPosted - a.BytesCompleted
+		}
+	}
+	return
+}
 
 // Log appends an entry at the current virtual time.
 func (r *Recorder) Log(e Entry) {
@@ -176,6 +265,9 @@ func (r *Recorder) injected(i int, ev *Event, t *Target) {
 	}
 	fr.loss0, fr.into0 = fr.lossFn(), fr.intoFn()
 	fr.lastInto = fr.into0
+	fr.affected = r.affectedPairs(t)
+	fr.placed0, _ = r.placed(fr.affected)
+	fr.placedAtInto, fr.lastPlaced, fr.lastProgress = fr.placed0, fr.placed0, r.Sched.Now()
 	if ev.Kind == Latency || ev.Kind == PFCStorm {
 		fr.Outcome = "n/a"
 	}
@@ -218,7 +310,8 @@ func (r *Recorder) report(i int) *FaultReport {
 func (r *Recorder) recovered(i int, _ *Event, t *Target) {
 	r.sample()
 	if fr := r.report(i); fr != nil {
-		fr.ended, fr.endAt, fr.EndNs = true, r.Sched.Now(), int64(r.Sched.Now()-fr.start)
+		fr.ended, fr.endAt, fr.EndNs = true, r.Sched.Now(), int64(r.Sched.Now())
+		fr.placedEnd, fr.outstandingEnd = r.placed(fr.affected)
 	}
 	r.Log(Entry{Event: "recovered", Fault: ip(i), Target: t.Names()})
 }
@@ -272,8 +365,16 @@ func (r *Recorder) sample() {
 			}
 			f.PacketsLost = l - f.loss0
 		}
+		pl := f.lastPlaced
+		if len(f.affected) > 0 {
+			pl, _ = r.placed(f.affected)
+		}
 		if n := f.intoFn(); n > f.lastInto {
 			f.lastInto, f.lastIntoAt = n, now
+			f.placedAtInto = pl
+		}
+		if pl > f.lastPlaced {
+			f.lastPlaced, f.lastProgress = pl, now
 		}
 	}
 	var retx uint64
@@ -282,6 +383,7 @@ func (r *Recorder) sample() {
 		retx += st.Retransmissions + st.Timeouts
 		if q.State() == verbs.QPError && !r.qpErr[q] {
 			r.qpErr[q] = true
+			r.qpErrAt[q] = now
 			r.Log(Entry{Event: "qp_error", Detail: fmt.Sprintf("qpn %#x", q.QPN())})
 			for _, f := range r.Faults {
 				if !f.ended {
@@ -353,23 +455,61 @@ func (r *Recorder) denied(keys []string, evs int) {
 	}
 }
 
-// Finish takes a last sample and decides each fault's outcome.
+// Finish takes a last sample and decides each fault's outcome. A fault is
+// judged over [its start, E], E its end (or the run's), cut at JobEnd when
+// the workload finished earlier (an idle fabric proves nothing):
+//
+//   - after_job_end: it started at or after JobEnd;
+//   - qp_error: a QP of the traffic it affects went to error within it;
+//   - stalled: the affected traffic had bytes outstanding at E and placed
+//     nothing for the quiet time (200 µs hard, 5 ms soft) before E;
+//   - no_traffic (no_loss for a soft fault that lost nothing): nothing
+//     entered the faulted elements;
+//   - bypassed: no data frame entered the failed element (hard) or was
+//     lost (soft) for the quiet time before E, and the affected traffic
+//     placed bytes after the fault started (when the pairs are watched:
+//     WatchPairs);
+//   - not_bypassed: otherwise.
+//
+// Latency and pfc_storm faults are n/a (nothing to bypass) unless a QP
+// failed or the traffic stalled under them.
 func (r *Recorder) Finish() {
 	r.sample()
 	r.Stop()
 	now := r.Sched.Now()
 	for _, f := range r.Faults {
-		end := now
-		if f.ended {
-			end = f.endAt
-		}
 		f.DataIntoFail = f.lastInto - f.into0
-		if f.Outcome == "n/a" {
+		if r.JobEnd > 0 && f.start >= r.JobEnd {
+			f.Outcome, f.BypassNs = "after_job_end", -1
 			continue
+		}
+		end, placedE := now, f.lastPlaced
+		if f.ended {
+			end, placedE = f.endAt, f.placedEnd
+		}
+		if r.JobEnd > 0 && r.JobEnd < end {
+			end = r.JobEnd
 		}
 		quiet := sim.Time(200 * sim.Microsecond)
 		if !f.hard {
 			quiet = sim.Time(5 * sim.Millisecond)
+		}
+		if r.affectedQPError(f, end) {
+			f.Outcome = "qp_error"
+			continue
+		}
+		if len(f.affected) > 0 {
+			outstanding := f.outstandingEnd
+			if !f.ended {
+				_, outstanding = r.placed(f.affected)
+			}
+			if outstanding > 0 && end-max(f.lastProgress, f.start) >= quiet {
+				f.Outcome = "stalled"
+				continue
+			}
+		}
+		if f.Outcome == "n/a" {
+			continue
 		}
 		switch {
 		case f.lastInto == f.into0:
@@ -377,13 +517,37 @@ func (r *Recorder) Finish() {
 			if !f.hard && f.PacketsLost == 0 {
 				f.Outcome = "no_loss"
 			}
-		case end-f.lastIntoAt >= quiet:
+		case end-f.lastIntoAt >= quiet && (len(r.pairs) == 0 || placedE > f.placed0):
 			f.Outcome = "bypassed"
 			f.BypassNs = int64(f.lastIntoAt - f.start)
 		default:
 			f.Outcome = "not_bypassed"
 		}
 	}
+}
+
+// affectedQPError reports whether a requester QP of f's affected traffic
+// (every watched QP when no pairs are watched) went to error between f's
+// start and end.
+func (r *Recorder) affectedQPError(f *FaultReport, end sim.Time) bool {
+	in := func(q verbs.Transport) bool {
+		at, ok := r.qpErrAt[q]
+		return ok && at >= f.start && at <= end
+	}
+	if len(r.pairs) == 0 {
+		for _, q := range r.qps {
+			if in(q) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, i := range f.affected {
+		if in(r.pairs[i].A.T) {
+			return true
+		}
+	}
+	return false
 }
 
 func fmtNs(ns int64) string {

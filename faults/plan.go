@@ -16,7 +16,9 @@ package faults
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,14 +86,33 @@ type Event struct {
 	Params   map[string]string // kind-specific parameters, as written
 	params   map[string]int    // parameter → line
 
-	sel Selector
+	sel     Selector
+	checked bool // checkParams ran (ParsePlan); events built in code are checked by Resolve
 }
+
+// Bounds on a plan's parameters, checked by ParsePlan (docs/faults.md).
+const (
+	// MaxFlapCount bounds link_flap's count: every cycle is two events and
+	// two log lines.
+	MaxFlapCount = 100_000
+	// MinFlapPeriod is link_flap's shortest period: below it a cable
+	// changes state faster than a 4 KiB frame crosses a 100G link.
+	MinFlapPeriod = time.Microsecond
+	// MinStormInterval is pfc_storm's shortest re-pause interval (0 would
+	// send PAUSE frames forever without virtual time moving).
+	MinStormInterval = time.Microsecond
+)
 
 // Plan is a parsed fault plan.
 type Plan struct {
 	Seed   uint64 // random selectors and jitter; 0: the cluster's seed
 	Events []*Event
 	Source string // file name for messages
+
+	// errs are ParsePlan's problems; rejected the events they concern
+	// (their targets are still resolved, so one pass reports everything).
+	errs     Errors
+	rejected []*Event
 }
 
 // LineError is a plan problem at a line of its YAML.
@@ -130,6 +151,19 @@ func (es Errors) err() error {
 	return es
 }
 
+func errLine(e error) int {
+	if le, ok := e.(*LineError); ok {
+		return le.Line
+	}
+	return 0
+}
+
+// sorted orders the problems by line (stable: one line's keep their order).
+func (es Errors) sorted() Errors {
+	sort.SliceStable(es, func(i, j int) bool { return errLine(es[i]) < errLine(es[j]) })
+	return es
+}
+
 // LoadPlan reads and parses a plan file (it is not validated against a
 // topology: see Plan.Resolve).
 func LoadPlan(path string) (*Plan, error) {
@@ -140,18 +174,21 @@ func LoadPlan(path string) (*Plan, error) {
 	return ParsePlan(path, b)
 }
 
-// ParsePlan parses a plan. Syntax problems — unknown keys, unknown fault
-// kinds, bad or negative durations, malformed selectors, parameters a kind
-// does not take or cannot parse — are all reported, each with its line.
+// ParsePlan parses a plan. Syntax problems — unknown or duplicate keys,
+// unknown fault kinds, bad or negative durations, malformed selectors,
+// parameters a kind does not take, cannot parse or holds out of range —
+// are all reported, each with its line, as Errors. The plan comes back
+// even then (holding the events without problems), so that Plan.Resolve
+// or CheckPlan can add the topology's problems to the same list.
 func ParsePlan(source string, b []byte) (*Plan, error) {
+	p := &Plan{Source: source}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, &LineError{Source: source, Msg: err.Error()}
+		p.errs = Errors{yamlError(source, err)}
+		return p, p.errs
 	}
-	p := &Plan{Source: source}
-	var errs Errors
 	bad := func(n *yaml.Node, f string, a ...any) {
-		errs = append(errs, &LineError{Source: source, Line: n.Line, Msg: fmt.Sprintf(f, a...)})
+		p.errs = append(p.errs, &LineError{Source: source, Line: n.Line, Msg: fmt.Sprintf(f, a...)})
 	}
 	if len(doc.Content) == 0 {
 		return p, nil // empty plan
@@ -159,36 +196,65 @@ func ParsePlan(source string, b []byte) (*Plan, error) {
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		bad(root, "a plan is a mapping with seed and events")
-		return nil, errs
+		return p, p.errs
 	}
+	seen := map[string]int{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
+		if first, dup := seen[k.Value]; dup {
+			bad(k, "duplicate key %q (first at line %d)", k.Value, first)
+			continue
+		}
+		seen[k.Value] = k.Line
 		switch k.Value {
 		case "seed":
 			s, err := strconv.ParseUint(v.Value, 0, 64)
-			if err != nil {
-				bad(v, "seed: %q is not an unsigned integer", v.Value)
+			if err != nil || v.Kind != yaml.ScalarNode {
+				bad(v, "seed: %q is not an unsigned integer (0 to 2^64-1)", v.Value)
 			}
 			p.Seed = s
 		case "events":
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+				continue // "events:" with nothing: none
+			}
 			if v.Kind != yaml.SequenceNode {
 				bad(v, "events: must be a list")
 				continue
 			}
 			for j, en := range v.Content {
 				ev, es := parseEvent(source, j, en)
-				errs = append(errs, es...)
-				if ev != nil {
+				p.errs = append(p.errs, es...)
+				switch {
+				case ev != nil && len(es) == 0:
 					p.Events = append(p.Events, ev)
+				case ev != nil:
+					p.rejected = append(p.rejected, ev)
 				}
 			}
 		default:
 			bad(k, "unknown key %q (want seed, events)", k.Value)
 		}
 	}
-	return p, errs.err()
+	p.errs.sorted()
+	return p, p.errs.err()
 }
 
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// yamlError turns a YAML syntax error ("yaml: line 3: ...") into a
+// LineError at that line.
+func yamlError(source string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return &LineError{Source: source, Line: n, Msg: "YAML: " + msg[len(m[0]):]}
+	}
+	return &LineError{Source: source, Msg: msg}
+}
+
+// parseEvent parses one event. It returns the event whenever n is a
+// mapping, with its problems: an event with problems is kept aside (not
+// run) but its target is still resolved, so every problem shows at once.
 func parseEvent(source string, idx int, n *yaml.Node) (*Event, Errors) {
 	var errs Errors
 	bad := func(at *yaml.Node, f string, a ...any) {
@@ -200,8 +266,24 @@ func parseEvent(source string, idx int, n *yaml.Node) (*Event, Errors) {
 	}
 	ev := &Event{Index: idx, Line: n.Line, Params: map[string]string{}, params: map[string]int{}}
 	var kindNode, targetNode *yaml.Node
+	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		key := k.Value
+		if key == "start" {
+			key = "at" // an alias: both is a duplicate
+		}
+		if first, dup := seen[key]; dup {
+			bad(k, "duplicate key %q (first at line %d)", k.Value, first)
+			continue
+		}
+		seen[key] = k.Line
+		if k.Value != "params" && v.Kind != yaml.ScalarNode {
+			if _, known := eventKeys[k.Value]; known {
+				bad(v, "%s: must be a scalar", k.Value)
+				continue
+			}
+		}
 		switch k.Value {
 		case "name":
 			ev.Name = v.Value
@@ -234,12 +316,16 @@ func parseEvent(source string, idx int, n *yaml.Node) (*Event, Errors) {
 			}
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				pk, pv := v.Content[j], v.Content[j+1]
+				if first, dup := ev.params[pk.Value]; dup {
+					bad(pk, "params: duplicate key %q (first at line %d)", pk.Value, first)
+					continue
+				}
+				ev.params[pk.Value] = pk.Line
 				if pv.Kind != yaml.ScalarNode {
 					bad(pv, "params.%s: must be a scalar", pk.Value)
 					continue
 				}
 				ev.Params[pk.Value] = pv.Value
-				ev.params[pk.Value] = pk.Line
 			}
 		default:
 			bad(k, "unknown key %q (want name, at, duration, kind, target, params)", k.Value)
@@ -258,19 +344,28 @@ func parseEvent(source string, idx int, n *yaml.Node) (*Event, Errors) {
 		ev.sel = sel
 	}
 	if _, ok := Kinds[ev.Kind]; ok {
-		for _, e := range checkParams(ev) {
-			line := ev.params[e.key]
-			if line == 0 {
-				line = n.Line
-			}
-			errs = append(errs, &LineError{Source: source, Line: line, Msg: fmt.Sprintf("events[%d]: params.%s: %s", idx, e.key, e.msg)})
-		}
+		errs = append(errs, ev.paramErrors(source)...)
 	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return ev, nil
+	return ev, errs
 }
+
+// paramErrors runs checkParams, each problem at its parameter's line (else
+// the event's).
+func (ev *Event) paramErrors(source string) Errors {
+	ev.checked = true
+	var errs Errors
+	for _, e := range checkParams(ev) {
+		line := ev.params[e.key]
+		if line == 0 {
+			line = ev.Line
+		}
+		errs = append(errs, &LineError{Source: source, Line: line, Msg: fmt.Sprintf("events[%d]: params.%s: %s", ev.Index, e.key, e.msg)})
+	}
+	return errs
+}
+
+// eventKeys are the keys an event takes.
+var eventKeys = map[string]struct{}{"name": {}, "at": {}, "start": {}, "duration": {}, "kind": {}, "target": {}, "params": {}}
 
 // ParseDuration parses a Go duration ("300us", "1.5ms", "2s"); a bare 0 is
 // allowed.
@@ -288,8 +383,12 @@ func ParseDuration(s string) (time.Duration, error) {
 
 type paramErr struct{ key, msg string }
 
+// intRange is the allowed range of each integer parameter.
+var intRange = map[string][2]int{"count": {1, MaxFlapCount}, "class": {0, 7}, "quanta": {1, 0xffff}}
+
 // checkParams checks the parameters of ev's kind: known keys, parsable
-// values in range.
+// values in range, and the combinations (a flap's schedule, a reboot's
+// boot time against the duration).
 func checkParams(ev *Event) []paramErr {
 	var out []paramErr
 	allowed := map[string]bool{}
@@ -301,6 +400,7 @@ func checkParams(ev *Event) []paramErr {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	ok := map[string]bool{} // parameters that parsed and are in range
 	for _, k := range keys {
 		v := ev.Params[k]
 		if !allowed[k] {
@@ -312,29 +412,38 @@ func checkParams(ev *Event) []paramErr {
 		case "period", "jitter", "down", "delay", "boot", "interval":
 			var d time.Duration
 			d, err = ParseDuration(v)
-			if err == nil && d < 0 {
-				err = fmt.Errorf("negative duration %s", v)
+			switch {
+			case err != nil:
+			case k == "period" && d < MinFlapPeriod:
+				err = fmt.Errorf("%s is too short: must be ≥ %v", v, MinFlapPeriod)
+			case k == "interval" && d < MinStormInterval:
+				err = fmt.Errorf("%s: the re-pause interval must be ≥ %v", v, MinStormInterval)
+			case (k == "down" || k == "boot") && d <= 0:
+				err = fmt.Errorf("%s: must be > 0", v)
+			case d < 0:
+				err = fmt.Errorf("negative duration %s (must be ≥ 0)", v)
 			}
 		case "count", "class", "quanta":
-			var n int
-			n, err = strconv.Atoi(v)
-			if err == nil && (n < 0 || k == "class" && n > 7 || k == "quanta" && n > 0xffff) {
-				err = fmt.Errorf("%d out of range", n)
+			r := intRange[k]
+			lo, hi := r[0], r[1]
+			n, perr := strconv.Atoi(v)
+			switch {
+			case perr != nil:
+				err = fmt.Errorf("%q is not an integer (must be in [%d, %d])", v, lo, hi)
+			case n < lo || n > hi:
+				err = fmt.Errorf("%d out of range: must be in [%d, %d]", n, lo, hi)
 			}
 		case "rate", "loss", "fraction", "ber":
 			var f float64
-			f, err = strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
-			if strings.HasSuffix(v, "%") {
-				f /= 100
-			}
+			f, err = parseFraction(v)
 			if err == nil && (f < 0 || f > 1) {
 				err = fmt.Errorf("%v is outside 0..1", f)
 			}
 		case "burst":
 			var f float64
-			f, err = strconv.ParseFloat(v, 64)
+			f, err = parseFloat(v)
 			if err == nil && f < 1 {
-				err = fmt.Errorf("mean burst length %v < 1 packet", f)
+				err = fmt.Errorf("mean burst length %v < 1 packet (must be ≥ 1)", f)
 			}
 		case "model":
 			if v != "bernoulli" && v != "gilbert" {
@@ -349,6 +458,8 @@ func checkParams(ev *Event) []paramErr {
 		}
 		if err != nil {
 			out = append(out, paramErr{k, err.Error()})
+		} else {
+			ok[k] = true
 		}
 	}
 	if ev.Kind == Degrade && ev.Params["loss"] == "" && ev.Params["delay"] == "" {
@@ -357,7 +468,97 @@ func checkParams(ev *Event) []paramErr {
 	if ev.Kind == BlackHole && ev.Params["usid"] == "" {
 		out = append(out, paramErr{"usid", "black_hole needs the uSID prefix (a switch name, host:h<N>/p<P> or a 16-bit number)"})
 	}
+	if ev.Kind == SwitchReboot {
+		_, hasBoot := ev.Params["boot"]
+		switch {
+		case !hasBoot && ev.Duration == 0:
+			out = append(out, paramErr{"boot", "switch_reboot needs the boot time: params.boot or the event's duration"})
+		case hasBoot && ok["boot"] && ev.Duration > 0 && ev.dur("boot", 0) != ev.Duration:
+			out = append(out, paramErr{"boot", fmt.Sprintf("boot %v and duration %v disagree: the switch is down for the boot time; give one of them (or both equal)", ev.dur("boot", 0), ev.Duration)})
+		}
+	}
+	if ev.Kind == LinkFlap {
+		out = append(out, checkFlap(ev, ok)...)
+	}
 	return out
+}
+
+// flapSchedule is a link_flap's schedule: count cycles of period, each
+// down for down after a jitter drawn from [0, jitter].
+func (ev *Event) flapSchedule() (period, down, jitter time.Duration, count int) {
+	period = ev.dur("period", 0)
+	down = ev.dur("down", period/2)
+	jitter = ev.dur("jitter", 0)
+	count = ev.int("count", 0)
+	if count == 0 {
+		if ev.Duration > 0 && period > 0 {
+			count = int(ev.Duration / period)
+		} else {
+			count = 10
+		}
+	}
+	return
+}
+
+// checkFlap bounds a flap's schedule: a period, down < period, down +
+// jitter ≤ period (cycles never overlap), count ≤ MaxFlapCount, and with a
+// duration every cycle inside it.
+func checkFlap(ev *Event, ok map[string]bool) []paramErr {
+	if _, has := ev.Params["period"]; !has {
+		return []paramErr{{"period", fmt.Sprintf("link_flap needs a period (≥ %v)", MinFlapPeriod)}}
+	}
+	for _, k := range []string{"period", "down", "jitter", "count"} {
+		if _, has := ev.Params[k]; has && !ok[k] {
+			return nil // already reported
+		}
+	}
+	period, down, jitter, count := ev.flapSchedule()
+	var out []paramErr
+	switch {
+	case down >= period:
+		out = append(out, paramErr{"down", fmt.Sprintf("%v must be shorter than the period %v", down, period)})
+	case down+jitter > period:
+		out = append(out, paramErr{"jitter", fmt.Sprintf("%v + down %v exceeds the period %v: must be in [0, %v]", jitter, down, period, period-down)})
+	}
+	if ev.Duration > 0 {
+		if _, has := ev.Params["count"]; !has && count == 0 {
+			out = append(out, paramErr{"period", fmt.Sprintf("%v is longer than the duration %v: no flap would happen", period, ev.Duration)})
+		} else if time.Duration(count) > ev.Duration/period {
+			out = append(out, paramErr{"count", fmt.Sprintf("%d × period %v does not fit the duration %v: must be in [1, %d]", count, period, ev.Duration, ev.Duration/period)})
+		}
+	}
+	if count > MaxFlapCount {
+		out = append(out, paramErr{"count", fmt.Sprintf("duration / period gives %d flaps: at most %d (lengthen the period)", count, MaxFlapCount)})
+	}
+	return out
+}
+
+// parseFloat reads a finite number: NaN and ±Inf, in Go or YAML spelling
+// (.nan, .inf), are not numbers a fault can use.
+func parseFloat(v string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	lv := strings.ToLower(strings.TrimSpace(v))
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		if strings.Contains(lv, "nan") || strings.Contains(lv, "inf") || math.IsInf(f, 0) {
+			return 0, fmt.Errorf("%q is not a finite number", v)
+		}
+		return 0, fmt.Errorf("%q is not a number", v)
+	}
+	return f, nil
+}
+
+// parseFraction reads a fraction written as a number (0.01) or a percentage
+// (1%).
+func parseFraction(v string) (float64, error) {
+	pct := strings.HasSuffix(v, "%")
+	f, err := parseFloat(strings.TrimSuffix(v, "%"))
+	if err != nil {
+		return 0, err
+	}
+	if pct {
+		f /= 100
+	}
+	return f, nil
 }
 
 func (ev *Event) float(k string, def float64) float64 {
@@ -365,11 +566,7 @@ func (ev *Event) float(k string, def float64) float64 {
 	if !ok {
 		return def
 	}
-	pct := strings.HasSuffix(v, "%")
-	f, _ := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
-	if pct {
-		f /= 100
-	}
+	f, _ := parseFraction(v)
 	return f
 }
 
@@ -398,10 +595,14 @@ func (ev *Event) str(k, def string) string {
 	return def
 }
 
-// End is when the event's fault is undone (0 with no duration: never).
+// End is when the event's fault is undone (0 with no duration: never). A
+// switch_reboot ends after its boot time (checkParams rejects a duration
+// that disagrees).
 func (ev *Event) End() time.Duration {
-	if ev.Kind == SwitchReboot && ev.Duration == 0 {
-		return ev.At + ev.dur("boot", 0)
+	if ev.Kind == SwitchReboot {
+		if b := ev.dur("boot", 0); b > 0 {
+			return ev.At + b
+		}
 	}
 	if ev.Duration == 0 {
 		return 0

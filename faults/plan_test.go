@@ -182,9 +182,9 @@ func bigPlan(n int) []byte {
 	kinds := []string{
 		"kind: link_down\n    target: link:p%d.t0.%d-p%d.t1.%d",
 		"kind: loss\n    target: link:p%d.t0.%d-p%d.t1.%d\n    params: {rate: 1%%}",
-		"kind: switch_reboot\n    target: switch:p%d.t1.%[4]d\n    params: {boot: 2ms}",
+		"kind: switch_reboot\n    target: switch:p%d.t1.%[4]d\n    params: {boot: 500us}",
 		"kind: nic_down\n    target: nic:h%[2]d/p%[1]d",
-		"kind: link_flap\n    target: random:t0-t1,plane=%d\n    params: {period: 1ms, count: 3}",
+		"kind: link_flap\n    target: random:t0-t1,plane=%d\n    params: {period: 100us, count: 3}",
 	}
 	for i := 0; i < n; i++ {
 		pl, t0, t1 := i%8, (i/8)%32, (i/256)%32
