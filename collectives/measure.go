@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -162,6 +163,9 @@ func Sizes(minB, maxB uint64) []uint64 {
 	var s []uint64
 	for b := max(minB, 1); b <= maxB; b *= 2 {
 		s = append(s, b)
+		if b > maxB/2 { // the next doubling is past maxB (or would wrap)
+			break
+		}
 	}
 	return s
 }
@@ -187,6 +191,9 @@ func ParseBytes(s string) (uint64, error) {
 	v, err := strconv.ParseUint(t, 10, 64)
 	if err != nil || v == 0 {
 		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G)", s)
+	}
+	if v > math.MaxUint64/mult {
+		return 0, fmt.Errorf("bad size %q: more than 2^64 bytes", s)
 	}
 	return v * mult, nil
 }

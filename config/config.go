@@ -4,8 +4,8 @@
 //
 // A Config is obtained with Default or Load. Load starts from Default,
 // applies a preset (fabric.preset), merges a YAML file and `key=value`
-// overrides through viper, fills derived fields (Normalize) and finally
-// calls Validate. docs/config.md is the reference for every field.
+// overrides, fills derived fields (Normalize) and finally calls Validate.
+// docs/config.md is the reference for every field.
 //
 // Derived fields use the zero value to mean "derive me": fabric.hosts,
 // fabric.t0PerPlane (from fabric.hosts), fabric.planes for fat-trees and
@@ -79,6 +79,29 @@ const (
 	defaultDelay      = "1us"                  // host and fabric link delay
 	defaultSpeed      = "100G"                 // host and fabric link speed
 	defaultDetect     = 200 * time.Millisecond // PFC watchdog detection time
+)
+
+// Bounds on what feeds allocation and timers, enforced by Validate
+// (docs/config.md, "Limits").
+const (
+	MinLinkBps = 1_000_000 // 1 Mb/s
+	// MaxHosts is the most hosts (NICs) a fabric may have: the paper's
+	// cluster B, 131 072 NICs, the largest cluster vcluster reproduces
+	// (≈ 4 GiB to build; docs/benchmarks.md).
+	MaxHosts = 131_072
+	// MaxPorts bounds every port of the fabric, switch and NIC ones
+	// (each with its egress link, ≈ 1 KiB): twice cluster B's 4 194 304.
+	MaxPorts = 1 << 23
+	// MaxBufferBytes is the largest per egress port buffer: 256 MiB, above
+	// the largest on-chip shared buffer of a datacenter switch chip
+	// (Tomahawk 5, 165 MB), so one port may hold all a chip has.
+	MaxBufferBytes = 256 << 20
+	MaxRunDuration = time.Hour        // simulated time of one run
+	MaxWatchdog    = 10 * time.Second // PFC watchdog detection and restoration
+	MaxTimeout     = time.Second      // transport.mrc.rto, transport.roce.timeout
+	// MaxRealtimeSlowdown bounds run.realtimeSlowdown (1 simulated µs per
+	// wall second).
+	MaxRealtimeSlowdown = 1e6
 )
 
 // Config is one vcluster run.
@@ -334,8 +357,9 @@ func Default() Config {
 // does not validate; values it cannot derive are left zero for Validate to
 // report.
 //
-//   - clos: K = 0; T0PerPlane = Hosts/HostsPerT0 when T0PerPlane is 0 and
-//     Hosts divides exactly; Hosts = HostsPerT0*T0PerPlane when Hosts is 0.
+//   - clos: K = 0; T0PerPlane = Hosts/HostsPerT0 when T0PerPlane is 0,
+//     Hosts divides exactly and the quotient is at most MaxSwitchDim;
+//     Hosts = HostsPerT0*T0PerPlane when Hosts is 0.
 //   - fattree: HostsPerT0 = T0PerPlane = T1PerPlane = 0 (the shape follows
 //     from K); Planes = 1 when 0; Hosts = K^3/4 when 0 and K is valid.
 //   - PFC watchdog: Restoration = 2×Detection when "" and Detection parses.
@@ -344,7 +368,9 @@ func (c *Config) Normalize() {
 	switch f.Topology {
 	case TopologyClos:
 		f.K = 0
-		if f.T0PerPlane == 0 && f.Hosts > 0 && f.HostsPerT0 > 0 && f.Hosts%f.HostsPerT0 == 0 {
+		// A T0 count beyond the limit is not derived: Validate then names
+		// fabric.hosts, the field the user set, not fabric.t0PerPlane.
+		if f.T0PerPlane == 0 && f.Hosts > 0 && f.HostsPerT0 > 0 && f.Hosts%f.HostsPerT0 == 0 && f.Hosts/f.HostsPerT0 <= MaxSwitchDim {
 			f.T0PerPlane = f.Hosts / f.HostsPerT0
 		}
 		if f.Hosts == 0 && f.HostsPerT0 > 0 && f.T0PerPlane > 0 {

@@ -242,7 +242,7 @@ func TestLoadDerivedFields(t *testing.T) {
 			}},
 		{"explicit restoration kept", "", []string{"fabric.queue.pfc.watchdog.detection=100ms", "fabric.queue.pfc.watchdog.restoration=1s"},
 			func(c Config) bool { return c.Fabric.Queue.PFC.Watchdog.Restoration == "1s" }},
-		{"speed as a bare number", "fabric: {hostLinkSpeed: 25000000000}", nil,
+		{"speed in bits/s", "fabric: {hostLinkSpeed: 25000000000bps}", nil,
 			func(c Config) bool { return c.Fabric.HostLinkBps() == 25e9 }},
 	}
 	for _, tc := range tests {
@@ -288,17 +288,18 @@ func TestYAMLRoundTrip(t *testing.T) {
 
 func TestParseSpeed(t *testing.T) {
 	good := map[string]uint64{
-		"100G":        100e9,
-		"100Gbps":     100e9,
-		"400g":        400e9,
-		"25000M":      25e9,
-		"1.6T":        1.6e12,
-		"10000000000": 10e9,
-		"800G":        800e9,
-		"2.5Gb/s":     2.5e9,
-		" 40 G ":      40e9,
-		"1500k":       1.5e6,
-		"0":           0,
+		"100G":           100e9,
+		"100Gbps":        100e9,
+		"400g":           400e9,
+		"25000M":         25e9,
+		"1.6T":           1.6e12,
+		"10000000000bps": 10e9,
+		"800G":           800e9,
+		"2.5Gb/s":        2.5e9,
+		" 40 G ":         40e9,
+		"1500k":          1.5e6,
+		"0G":             0,
+		"999b/s":         999,
 	}
 	for in, want := range good {
 		got, err := ParseSpeed(in)
@@ -314,7 +315,7 @@ func TestParseSpeed(t *testing.T) {
 	if s := FormatSpeed(1.6e12); s != "1.6T" {
 		t.Errorf("FormatSpeed(1.6e12) = %q", s)
 	}
-	for _, in := range []string{"", "fast", "G", "-100G", "1.2.3G", "1e9", "100X", "1.5", "0.5bps", "99999999999T", "100 Gigabit"} {
+	for _, in := range []string{"", "fast", "G", "-100G", "1.2.3G", "1e9", "100X", "1.5", "0.5bps", "99999999999T", "100 Gigabit", "100", "0", "10000000000"} {
 		if got, err := ParseSpeed(in); err == nil {
 			t.Errorf("ParseSpeed(%q) = %d, want an error", in, got)
 		}

@@ -40,6 +40,12 @@ import (
 // error is a join of every problem found (each a *FieldError where it
 // concerns a field); on error the returned Config is the zero value.
 func Load(path string, sets []string) (Config, error) {
+	return load(path, func() ([]byte, error) { return os.ReadFile(path) }, sets)
+}
+
+// load is Load with the file's content from read (called only when path is
+// not ""): the fuzz targets hand it bytes and touch no file system.
+func load(path string, read func() ([]byte, error), sets []string) (Config, error) {
 	var errs []error
 	explicit := map[string]bool{}
 
@@ -75,7 +81,7 @@ func Load(path string, sets []string) (Config, error) {
 
 	var tree map[string]any
 	if path != "" {
-		t, err := readYAML(path, explicit, &errs)
+		t, err := readYAML(path, read, explicit, &errs)
 		if err != nil {
 			return Config{}, errors.Join(append(errs, err)...)
 		}
@@ -143,11 +149,12 @@ func unwrapJoin(err error) []error {
 
 var configType = reflect.TypeFor[Config]()
 
-// readYAML reads the file and returns its tree with every leaf converted to
-// the Go type of its field. Unknown keys and ill-typed values are appended
-// to errs and left out; the returned error is for an unreadable file.
-func readYAML(path string, explicit map[string]bool, errs *[]error) (map[string]any, error) {
-	data, err := os.ReadFile(path)
+// readYAML reads the file with read and returns its tree with every leaf
+// converted to the Go type of its field. Unknown keys and ill-typed values
+// are appended to errs and left out; the returned error is for an
+// unreadable file or one that is not a YAML mapping.
+func readYAML(path string, read func() ([]byte, error), explicit map[string]bool, errs *[]error) (map[string]any, error) {
+	data, err := read()
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -336,21 +343,23 @@ func parseScalar(path string, t reflect.Type, s string) (any, error) {
 	case reflect.Int:
 		n, err := strconv.ParseInt(s, 10, 0)
 		if err != nil {
+			if x, ok := wholeFloat(s); ok { // "1e6", as YAML reads it too
+				return int(x), nil
+			}
 			return nil, &FieldError{Path: path, Reason: "must be an integer", Value: s}
 		}
 		return int(n), nil
 	case reflect.Uint64:
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
+			if x, ok := wholeFloat(s); ok && x >= 0 {
+				return uint64(x), nil
+			}
 			return nil, &FieldError{Path: path, Reason: "must be a non-negative integer", Value: s}
 		}
 		return n, nil
 	case reflect.Float64:
-		x, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return nil, &FieldError{Path: path, Reason: "must be a number", Value: s}
-		}
-		return x, nil
+		return parseFloat(path, s)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
@@ -359,6 +368,33 @@ func parseScalar(path string, t reflect.Type, s string) (any, error) {
 		return b, nil
 	}
 	panic(fmt.Sprintf("config: field %s has unsupported type %v", path, t))
+}
+
+// maxExactFloat is the largest magnitude up to which every integer is a
+// float64 (2^53): a whole float within it is accepted as an integer.
+const maxExactFloat = 1 << 53
+
+// wholeFloat parses s as a float that is a whole number within
+// ±maxExactFloat ("1e6", "2.0").
+func wholeFloat(s string) (float64, bool) {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil || x != math.Trunc(x) || math.Abs(x) > maxExactFloat {
+		return 0, false
+	}
+	return x, true
+}
+
+// parseFloat reads a float field's value, refusing NaN, ±Inf and numbers
+// beyond float64 ("1e999") with the field's range.
+func parseFloat(path, s string) (any, error) {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return nil, &FieldError{Path: path, Reason: "must be a number", Value: s}
+	}
+	if err != nil || !isFinite(x) {
+		return nil, nonFinite(path, s)
+	}
+	return x, nil
 }
 
 // coerceYAML converts a decoded YAML value to the field's Go type.
@@ -374,6 +410,10 @@ func coerceYAML(path string, t reflect.Type, v any) (any, error) {
 		return nil, &FieldError{Path: path, Reason: "must be a string", Value: v}
 	case reflect.Int:
 		switch x := v.(type) {
+		case float64: // 1e6
+			if x == math.Trunc(x) && math.Abs(x) <= maxExactFloat {
+				return int(x), nil
+			}
 		case int:
 			return x, nil
 		case int64:
@@ -388,6 +428,10 @@ func coerceYAML(path string, t reflect.Type, v any) (any, error) {
 		return nil, &FieldError{Path: path, Reason: "must be an integer", Value: v}
 	case reflect.Uint64:
 		switch x := v.(type) {
+		case float64:
+			if x >= 0 && x == math.Trunc(x) && x <= maxExactFloat {
+				return uint64(x), nil
+			}
 		case int:
 			if x >= 0 {
 				return uint64(x), nil
@@ -409,7 +453,12 @@ func coerceYAML(path string, t reflect.Type, v any) (any, error) {
 		case uint64:
 			return float64(x), nil
 		case float64:
+			if !isFinite(x) { // .nan, .inf
+				return nil, nonFinite(path, x)
+			}
 			return x, nil
+		case string: // YAML reads NaN, Infinity, 1e999 as strings
+			return parseFloat(path, x)
 		}
 		return nil, &FieldError{Path: path, Reason: "must be a number", Value: v}
 	case reflect.Bool:

@@ -14,13 +14,20 @@ import (
 // where number is decimal digits with an optional fraction ("1.6"), unit is
 // one of k, M, G, T (decimal: 10^3, 10^6, 10^9, 10^12; case-insensitive)
 // and suffix is "bps" or "b/s". Examples: "100G", "100Gbps", "400g",
-// "25000M", "1.6T", "10000000000". The result must be a whole number of
-// bits/s that fits a uint64. ParseSpeed accepts 0; Validate rejects it.
+// "25000M", "1.6T", "10000000000bps". A unit or a suffix is required: a
+// bare "100" is an error (it would be 100 bit/s; the user meant 100G). The
+// result must be a whole number of bits/s that fits a uint64. ParseSpeed
+// accepts "0G"; Validate rejects speeds outside MinLinkBps..MaxLinkBps.
 func ParseSpeed(s string) (uint64, error) {
 	in := s
 	s = strings.ToLower(strings.TrimSpace(s))
-	s = strings.TrimSuffix(s, "bps")
-	s = strings.TrimSuffix(s, "b/s")
+	suffixed := false
+	for _, suf := range []string{"bps", "b/s"} {
+		if t, ok := strings.CutSuffix(s, suf); ok {
+			s, suffixed = t, true
+			break
+		}
+	}
 	s = strings.TrimSpace(s)
 	mult := int64(1)
 	if n := len(s); n > 0 {
@@ -38,8 +45,11 @@ func ParseSpeed(s string) (uint64, error) {
 			s = strings.TrimSpace(s[:n-1])
 		}
 	}
+	if mult == 1 && !suffixed && isDecimal(s) {
+		return 0, fmt.Errorf("invalid speed %q: no unit; did you mean %s?", in, unitHint(s, "G"))
+	}
 	if !isDecimal(s) {
-		return 0, fmt.Errorf("invalid speed %q: want a number with an optional k/M/G/T unit, e.g. \"100G\" or \"400Gbps\"", in)
+		return 0, fmt.Errorf("invalid speed %q: want a number with a k/M/G/T unit or a bps suffix, e.g. \"100G\" or \"400Gbps\"", in)
 	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok {
@@ -73,7 +83,8 @@ func isDecimal(s string) bool {
 }
 
 // FormatSpeed renders bits/s in the shortest exact form ParseSpeed reads
-// back: 100e9 → "100G", 1.6e12 → "1.6T", 25e6 → "25M", 1500 → "1.5k".
+// back: 100e9 → "100G", 1.6e12 → "1.6T", 25e6 → "25M", 1500 → "1.5k",
+// 999 → "999bps".
 func FormatSpeed(bps uint64) string {
 	units := []struct {
 		div  uint64
@@ -91,5 +102,5 @@ func FormatSpeed(bps uint64) string {
 			}
 		}
 	}
-	return strconv.FormatUint(bps, 10)
+	return strconv.FormatUint(bps, 10) + "bps"
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,15 @@ func formatValue(v any) string {
 	}
 }
 
+// floatRanges is the allowed range of every float field, as the error
+// message states it. Every float field must have an entry (a test walks
+// Config to check): NaN and ±Inf are refused for each, on input and by
+// Validate.
+var floatRanges = map[string]string{
+	"fabric.queue.ecn.pmax": "(0, 1]",
+	"run.realtimeSlowdown":  "[1, 1e+06]",
+}
+
 type validator struct{ errs []error }
 
 func (v *validator) add(path, reason string, value any) {
@@ -71,38 +81,120 @@ func (v *validator) oneOf(path, x string, allowed ...string) {
 func (v *validator) speed(path, s string) {
 	bps, err := ParseSpeed(s)
 	if err != nil {
-		v.add(path, `must be a speed like "100G", "400Gbps" or "25000M"`, s)
+		if hint := unitHint(s, "G"); hint != "" {
+			v.add(path, fmt.Sprintf("%q has no unit; did you mean %s? (a speed is %s..%s)", s, hint, FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)), nil)
+			return
+		}
+		v.add(path, fmt.Sprintf(`must be a speed like "100G", "400Gbps" or "25000M", %s..%s`, FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)), s)
 		return
 	}
-	if bps == 0 || bps > MaxLinkBps {
-		v.add(path, "must be > 0 and ≤ 1.6T", s)
+	if bps < MinLinkBps || bps > MaxLinkBps {
+		v.add(path, fmt.Sprintf("must be %s..%s", FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)), s)
 	}
+}
+
+// unitHint returns, for a bare number s, the value with a unit a user
+// most likely meant: a count of bits/s from 1M up in its shortest form
+// ("25000000000" → "25G"), anything smaller with unit appended ("100" →
+// "100G"). It returns "" when s is not a bare number.
+func unitHint(s, unit string) string {
+	s = strings.TrimSpace(s)
+	if !isDecimal(s) {
+		return ""
+	}
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil && n >= MinLinkBps && unit == "G" {
+		return FormatSpeed(n)
+	}
+	return s + unit
+}
+
+// duration parses a Go duration, saying so when a bare number has no unit.
+func (v *validator) duration(path, s, example string) (time.Duration, bool) {
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		return d, true
+	}
+	if hint := unitHint(s, "us"); hint != "" && s != "0" {
+		v.add(path, fmt.Sprintf("%q has no unit; did you mean %s? (a Go duration: ns, us, ms, s)", s, hint), nil)
+	} else {
+		v.add(path, fmt.Sprintf("must be a Go duration like %q", example), s)
+	}
+	return 0, false
 }
 
 func (v *validator) delay(path, s string) {
-	d, err := time.ParseDuration(s)
+	d, ok := v.duration(path, s, "1us")
 	switch {
-	case err != nil:
-		v.add(path, `must be a Go duration like "500ns" or "1us"`, s)
-	case d < 0:
-		v.add(path, "must be ≥ 0", s)
-	case d > MaxLinkDelay:
-		v.add(path, "must be ≤ 1s", s)
+	case !ok:
+	case d < 0 || d > MaxLinkDelay:
+		v.add(path, "must be 0.."+shortDuration(MaxLinkDelay), s)
 	}
 }
 
-// positiveDuration checks a required duration > 0 and returns it.
-func (v *validator) positiveDuration(path, s string) (time.Duration, bool) {
-	d, err := time.ParseDuration(s)
+// positiveDuration checks a required duration in (0, hi] and returns it.
+func (v *validator) positiveDuration(path, s string, hi time.Duration) (time.Duration, bool) {
+	d, ok := v.duration(path, s, "10ms")
 	switch {
-	case err != nil:
-		v.add(path, `must be a Go duration like "10ms"`, s)
+	case !ok:
 		return 0, false
-	case d <= 0:
-		v.add(path, "must be > 0", s)
+	case d <= 0 || d > hi:
+		v.add(path, "must be > 0 and ≤ "+shortDuration(hi), s)
 		return 0, false
 	}
 	return d, true
+}
+
+// shortDuration renders whole hours and minutes without the zero parts
+// time.Duration.String adds ("1h", not "1h0m0s").
+func shortDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
+// finiteFloats refuses NaN and ±Inf in every float field of the struct val
+// (a Config at the top), found by reflection, whatever the field's feature:
+// a NaN compares false with every bound, so a range check alone would let
+// it through.
+func (v *validator) finiteFloats(val reflect.Value, prefix string) {
+	for i := range val.NumField() {
+		f := val.Type().Field(i)
+		path := joinPath(prefix, fieldName(f))
+		fv := val.Field(i)
+		switch fv.Kind() {
+		case reflect.Struct:
+			v.finiteFloats(fv, path)
+		case reflect.Float32, reflect.Float64:
+			if x := fv.Float(); !isFinite(x) {
+				v.errs = append(v.errs, nonFinite(path, x))
+			}
+		case reflect.Slice:
+			if k := fv.Type().Elem().Kind(); k == reflect.Float32 || k == reflect.Float64 {
+				for j := range fv.Len() {
+					if x := fv.Index(j).Float(); !isFinite(x) {
+						v.errs = append(v.errs, nonFinite(fmt.Sprintf("%s[%d]", path, j), x))
+					}
+				}
+			}
+		}
+	}
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// nonFinite is the error for a NaN, an infinity or a number too large for
+// a float64 (value is what the user wrote, or the float) in field path.
+func nonFinite(path string, value any) *FieldError {
+	base, _, _ := strings.Cut(path, "[")
+	reason := "must be a finite number"
+	if r, ok := floatRanges[base]; ok {
+		reason += " in " + r
+	}
+	return &FieldError{Path: path, Reason: reason + " (NaN and ±Inf are not numbers here)", Value: value}
 }
 
 func (t *TransportConfig) validate(v *validator) {
@@ -114,12 +206,12 @@ func (t *TransportConfig) validate(v *validator) {
 	v.intRange("transport.mrc.maxWImm", t.MRC.MaxWImm, 1, 1024)
 	v.intRange("transport.mrc.pmtu", t.MRC.PMTU, MinPMTU, MaxPMTU)
 	if t.MRC.RTO != "" {
-		v.positiveDuration("transport.mrc.rto", t.MRC.RTO)
+		v.positiveDuration("transport.mrc.rto", t.MRC.RTO, MaxTimeout)
 	}
 	v.oneOf("transport.roce.reliability", t.RoCE.Reliability, "gbn", "irn")
 	v.oneOf("transport.roce.cc", t.RoCE.CC, RoCECCPresets...)
 	if t.RoCE.Timeout != "" {
-		v.positiveDuration("transport.roce.timeout", t.RoCE.Timeout)
+		v.positiveDuration("transport.roce.timeout", t.RoCE.Timeout, MaxTimeout)
 	}
 	v.intRange("transport.roce.retryCount", t.RoCE.RetryCount, 0, 7)
 }
@@ -130,6 +222,7 @@ func (t *TransportConfig) validate(v *validator) {
 // (see Normalize).
 func (c *Config) Validate() error {
 	var v validator
+	v.finiteFloats(reflect.ValueOf(*c), "")
 	c.Fabric.validate(&v)
 	c.Transport.validate(&v)
 	c.Run.validate(&v)
@@ -171,15 +264,19 @@ func (f *FabricConfig) validate(v *validator) {
 }
 
 func (f *FabricConfig) validateClos(v *validator) {
-	v.intRange("fabric.planes", f.Planes, 1, MaxPlanes)
+	planesOK := v.intRange("fabric.planes", f.Planes, 1, MaxPlanes)
 	hptOK := v.intRange("fabric.hostsPerT0", f.HostsPerT0, 1, MaxSwitchDim)
 	if hptOK && f.Forwarding == ForwardingUSID && f.HostsPerT0 >= MaxSwitchDim {
 		// Host-port uSIDs are port+1 in 10 bits (docs/addressing.md).
 		v.add("fabric.hostsPerT0", fmt.Sprintf("must be ≤ %d with forwarding usid", MaxSwitchDim-1), f.HostsPerT0)
 	}
-	v.intRange("fabric.t1PerPlane", f.T1PerPlane, 1, MaxSwitchDim)
+	t1OK := v.intRange("fabric.t1PerPlane", f.T1PerPlane, 1, MaxSwitchDim)
 	if f.Hosts < 0 {
 		v.add("fabric.hosts", "must be ≥ 0 (0 = hostsPerT0 × t0PerPlane)", f.Hosts)
+		return
+	}
+	if f.Hosts > MaxHosts {
+		v.add("fabric.hosts", fmt.Sprintf("must be ≤ %d (cluster B, the largest supported)", MaxHosts), f.Hosts)
 		return
 	}
 	t0 := f.T0PerPlane
@@ -195,15 +292,32 @@ func (f *FabricConfig) validateClos(v *validator) {
 		t0 = f.Hosts / f.HostsPerT0
 		if t0 > MaxSwitchDim {
 			v.add("fabric.hosts", fmt.Sprintf("must be ≤ fabric.hostsPerT0 × %d (%d)", MaxSwitchDim, f.HostsPerT0*MaxSwitchDim), f.Hosts)
+			return
 		}
+	} else {
+		if !v.intRange("fabric.t0PerPlane", t0, 1, MaxSwitchDim) || !hptOK {
+			return
+		}
+		if f.Hosts != 0 && f.Hosts != f.HostsPerT0*t0 {
+			v.add("fabric.hosts", fmt.Sprintf("must equal fabric.hostsPerT0 × fabric.t0PerPlane (%d × %d = %d)",
+				f.HostsPerT0, t0, f.HostsPerT0*t0), f.Hosts)
+			return
+		}
+	}
+	hosts := f.HostsPerT0 * t0
+	if hosts > MaxHosts {
+		v.add("fabric.hosts", fmt.Sprintf("must be ≤ %d (cluster B, the largest supported): fabric.hostsPerT0 × fabric.t0PerPlane is %d × %d",
+			MaxHosts, f.HostsPerT0, t0), hosts)
 		return
 	}
-	if !v.intRange("fabric.t0PerPlane", t0, 1, MaxSwitchDim) || !hptOK {
+	if !planesOK || !t1OK {
 		return
 	}
-	if f.Hosts != 0 && f.Hosts != f.HostsPerT0*t0 {
-		v.add("fabric.hosts", fmt.Sprintf("must equal fabric.hostsPerT0 × fabric.t0PerPlane (%d × %d = %d)",
-			f.HostsPerT0, t0, f.HostsPerT0*t0), f.Hosts)
+	// Every T0 has its hosts and one uplink per T1, every T1 one downlink
+	// per T0, every NIC one port per plane; each port drives one link.
+	if ports := f.Planes * (t0*(f.HostsPerT0+2*f.T1PerPlane) + hosts); ports > MaxPorts {
+		v.add("fabric.t1PerPlane", fmt.Sprintf("makes %d ports (planes × (t0PerPlane × (hostsPerT0 + 2 × t1PerPlane) + hosts) = %d × (%d × (%d + 2 × %d) + %d)): must be ≤ %d",
+			ports, f.Planes, t0, f.HostsPerT0, f.T1PerPlane, hosts, MaxPorts), f.T1PerPlane)
 	}
 }
 
@@ -233,8 +347,8 @@ func (f *FabricConfig) validateFatTree(v *validator) {
 
 func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
 	switch {
-	case q.BufferBytes <= 0:
-		v.add("fabric.queue.bufferBytes", "must be > 0", q.BufferBytes)
+	case q.BufferBytes <= 0 || q.BufferBytes > MaxBufferBytes:
+		v.add("fabric.queue.bufferBytes", fmt.Sprintf("must be > 0 and ≤ %d (256 MiB: no switch chip has more buffer for one port)", MaxBufferBytes), q.BufferBytes)
 	case mtuOK && q.BufferBytes < 2*mtu:
 		v.add("fabric.queue.bufferBytes", fmt.Sprintf("must be ≥ 2 × fabric.mtu (%d)", 2*mtu), q.BufferBytes)
 	}
@@ -250,8 +364,8 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
 		if e.KmaxBytes > buf {
 			v.add("fabric.queue.ecn.kmaxBytes", fmt.Sprintf("must be ≤ fabric.queue.bufferBytes (%d)", buf), e.KmaxBytes)
 		}
-		if !(e.Pmax > 0 && e.Pmax <= 1) { // also rejects NaN
-			v.add("fabric.queue.ecn.pmax", "must be in (0, 1]", e.Pmax)
+		if isFinite(e.Pmax) && !(e.Pmax > 0 && e.Pmax <= 1) { // NaN/Inf: finiteFloats
+			v.add("fabric.queue.ecn.pmax", "must be in "+floatRanges["fabric.queue.ecn.pmax"], e.Pmax)
 		}
 	}
 
@@ -284,13 +398,13 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
 		if p.XoffBytes >= buf {
 			v.add("fabric.queue.pfc.xoffBytes", fmt.Sprintf("must be < fabric.queue.bufferBytes (%d)", buf), p.XoffBytes)
 		}
-		if p.HeadroomBytes < 0 {
-			v.add("fabric.queue.pfc.headroomBytes", "must be ≥ 0 (0 = 3 × rate × delay)", p.HeadroomBytes)
+		if p.HeadroomBytes < 0 || p.HeadroomBytes > MaxBufferBytes {
+			v.add("fabric.queue.pfc.headroomBytes", fmt.Sprintf("must be 0..%d (0 = 3 × rate × delay)", MaxBufferBytes), p.HeadroomBytes)
 		}
 		if w := p.Watchdog; w.Enabled {
-			v.positiveDuration("fabric.queue.pfc.watchdog.detection", w.Detection)
+			v.positiveDuration("fabric.queue.pfc.watchdog.detection", w.Detection, MaxWatchdog)
 			if w.Restoration != "" {
-				v.positiveDuration("fabric.queue.pfc.watchdog.restoration", w.Restoration)
+				v.positiveDuration("fabric.queue.pfc.watchdog.restoration", w.Restoration, MaxWatchdog)
 			}
 			v.oneOf("fabric.queue.pfc.watchdog.action", w.Action, WatchdogDrop, WatchdogForward, WatchdogAlert)
 		}
@@ -299,8 +413,8 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
 
 func (r *RunConfig) validate(v *validator) {
 	v.oneOf("run.pacing", r.Pacing, PacingSimulated, PacingRealtime)
-	v.positiveDuration("run.duration", r.Duration)
-	if s := r.RealtimeSlowdown; !(s >= 1) || math.IsInf(s, 1) { // also rejects NaN
-		v.add("run.realtimeSlowdown", "must be ≥ 1 and finite", s)
+	v.positiveDuration("run.duration", r.Duration, MaxRunDuration)
+	if s := r.RealtimeSlowdown; isFinite(s) && !(s >= 1 && s <= MaxRealtimeSlowdown) { // NaN/Inf: finiteFloats
+		v.add("run.realtimeSlowdown", "must be in "+floatRanges["run.realtimeSlowdown"], s)
 	}
 }
