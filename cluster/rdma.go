@@ -119,6 +119,7 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 	}
 	m.RTO = int64(rto)
 	m.DisableCC = !t.NSCC
+	m.TLPFactor = t.TLPFactor
 	m.LinkBps = int64(c.Topo.Planes) * int64(c.hostRate())
 	m.BaseRTT = int64(c.BaseRTT())
 	m.Trimming = c.Config.Fabric.Queue.Trim.Enabled

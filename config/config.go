@@ -245,8 +245,13 @@ type MRCTransportConfig struct {
 	// fit fabric.mtu.
 	PMTU int `mapstructure:"pmtu" yaml:"pmtu" json:"pmtu"`
 	// RTO overrides the local ACK timeout; "" derives it from the fabric
-	// (base RTT + 1.5 × one port buffer's drain time).
+	// (base RTT + a full buffer's drain at every queue of the longest
+	// path, capped at 2 ms: cluster.DefaultRTO).
 	RTO string `mapstructure:"rto" yaml:"rto" json:"rto"`
+	// TLPFactor is the silence, in smoothed RTTs, after which a QP with
+	// data in flight and nothing else to send probes with its last
+	// unacknowledged packet (tail-loss probe): 0 (off) or 0.5..64.
+	TLPFactor float64 `mapstructure:"tlpFactor" yaml:"tlpFactor" json:"tlpFactor"`
 	// NSCC turns the congestion control on (false: window = maxwnd).
 	NSCC bool `mapstructure:"nscc" yaml:"nscc" json:"nscc"`
 }
@@ -338,7 +343,7 @@ func Default() Config {
 		Host: HostConfig{TCP: false, Netstack: true},
 		Transport: TransportConfig{
 			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
-			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, PMTU: 4096, NSCC: true},
+			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2},
 			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7},
 		},
 		Run: RunConfig{

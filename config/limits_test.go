@@ -186,3 +186,19 @@ func TestSizesCountsDurationsBounded(t *testing.T) {
 		}
 	}
 }
+
+// transport.mrc.tlpFactor: 0 turns the probe off, 0.5..64 is a factor,
+// anything else (and NaN) is refused with the range.
+func TestTLPFactorRange(t *testing.T) {
+	for _, ok := range []string{"0", "0.5", "2", "64"} {
+		if _, err := Load("", []string{"transport.mrc.tlpFactor=" + ok}); err != nil {
+			t.Errorf("tlpFactor=%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"0.1", "65", "-1", "NaN", "Inf"} {
+		_, err := Load("", []string{"transport.mrc.tlpFactor=" + bad})
+		if err == nil || !strings.Contains(err.Error(), "transport.mrc.tlpFactor") {
+			t.Errorf("tlpFactor=%s: got %v, want an error naming the field", bad, err)
+		}
+	}
+}

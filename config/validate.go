@@ -50,8 +50,9 @@ func formatValue(v any) string {
 // Config to check): NaN and ±Inf are refused for each, on input and by
 // Validate.
 var floatRanges = map[string]string{
-	"fabric.queue.ecn.pmax": "(0, 1]",
-	"run.realtimeSlowdown":  "[1, 1e+06]",
+	"fabric.queue.ecn.pmax":   "(0, 1]",
+	"run.realtimeSlowdown":    "[1, 1e+06]",
+	"transport.mrc.tlpFactor": "{0} ∪ [0.5, 64]",
 }
 
 type validator struct{ errs []error }
@@ -207,6 +208,9 @@ func (t *TransportConfig) validate(v *validator) {
 	v.intRange("transport.mrc.pmtu", t.MRC.PMTU, MinPMTU, MaxPMTU)
 	if t.MRC.RTO != "" {
 		v.positiveDuration("transport.mrc.rto", t.MRC.RTO, MaxTimeout)
+	}
+	if f := t.MRC.TLPFactor; isFinite(f) && f != 0 && !(f >= 0.5 && f <= 64) { // NaN/Inf: finiteFloats
+		v.add("transport.mrc.tlpFactor", "must be 0 (off) or in [0.5, 64]", f)
 	}
 	v.oneOf("transport.roce.reliability", t.RoCE.Reliability, "gbn", "irn")
 	v.oneOf("transport.roce.cc", t.RoCE.CC, RoCECCPresets...)
