@@ -10,7 +10,10 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// partitioned is the parallel side of a cluster built by NewPartitioned.
+// partitioned is the windowed side of a cluster: the sim.Parallel that
+// runs its loops, and the partitioning when the fabric is cut
+// (NewPartitioned; nil for the classic loop NewForWorkers(c, 0) runs in
+// windows).
 type partitioned struct {
 	parts   *fabric.Partitioning
 	run     *sim.Parallel
@@ -99,8 +102,8 @@ func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	return cl, nil
 }
 
-// Partitioning returns the cluster's partitioning, or nil for a cluster
-// built by New.
+// Partitioning returns the cluster's partitioning, or nil for the classic
+// loop (a cluster built by New, or by NewForWorkers with no workers).
 func (c *Cluster) Partitioning() *fabric.Partitioning {
 	if c.par == nil {
 		return nil
@@ -108,7 +111,11 @@ func (c *Cluster) Partitioning() *fabric.Partitioning {
 	return c.par.parts
 }
 
-// Parallel returns the coordinator of a partitioned cluster, or nil.
+// Parallel returns the coordinator that runs the cluster in windows: that
+// of a partitioned cluster, or the one-loop coordinator of the classic
+// loop NewForWorkers(c, 0) builds; nil for a cluster built by New, which
+// runs on its Loop directly. Global events and per-window reading
+// (Scheduler, OnBarrier) go through it whenever it is set.
 func (c *Cluster) Parallel() *sim.Parallel {
 	if c.par == nil {
 		return nil
@@ -133,11 +140,13 @@ func (c *Cluster) Run() {
 }
 
 // RunWhile runs while cond holds and reports whether it stopped because
-// cond became false. A partitioned cluster checks cond between windows
+// cond became false. A cluster run in windows (Parallel set: partitioned,
+// or the classic loop of NewForWorkers) checks cond between windows
 // (lookahead-long slices of virtual time), with every partition stopped,
 // so cond may read any host; it stops at the first window boundary where
 // cond is false — the same boundary for any number of partitions and
-// workers — having run a little past the moment cond turned false.
+// workers, none included — having run a little past the moment cond
+// turned false. A cluster built by New checks cond before every event.
 func (c *Cluster) RunWhile(cond func() bool) bool {
 	if c.par != nil {
 		return c.par.run.RunWhile(c.par.workers, cond)
@@ -146,7 +155,8 @@ func (c *Cluster) RunWhile(cond func() bool) bool {
 }
 
 // Scheduler returns what runs actions on the whole cluster at given
-// virtual times: the loop of a classic cluster; for a partitioned one the
+// virtual times: the loop of a cluster built by New; for one run in
+// windows (partitioned, or the classic loop of NewForWorkers) the
 // global events of its sim.Parallel (each runs between windows with every
 // partition stopped and every clock at its time, before the partitions'
 // events of that time), so an action may touch any host, switch or link.
@@ -167,7 +177,7 @@ func (c *Cluster) RunUntil(t sim.Time) {
 		return
 	}
 	c.par.run.RunUntil(c.par.workers, t)
-	for _, l := range c.par.parts.Loops {
+	for _, l := range c.par.run.Loops {
 		if l.Now() < t {
 			l.RunUntil(t) // nothing live is left at or before t: only sets the clock
 		}
@@ -177,8 +187,8 @@ func (c *Cluster) RunUntil(t sim.Time) {
 // HostPool returns the packet pool of host h's partition: frames a
 // controller builds for h's ports (probes) must come from it.
 func (c *Cluster) HostPool(h int) *fabric.Pool {
-	if c.par != nil {
-		return c.par.parts.Pools[c.par.parts.HostPart[h]]
+	if pt := c.Partitioning(); pt != nil {
+		return pt.Pools[pt.HostPart[h]]
 	}
 	return c.Topo.Pool
 }
@@ -191,17 +201,45 @@ func (c *Cluster) Now() sim.Time {
 	return c.Loop.Now()
 }
 
-// NewForWorkers builds the cluster for workers goroutines: New (the
-// classic single loop) for workers ≤ 0, otherwise NewPartitioned with
-// 4×workers partitions (at most one per pod or T0). Results do not depend
-// on the count; smaller partitions run faster even on one worker (smaller
-// event queues) and let a worker take over the partitions of one the
-// machine holds back.
+// NewForWorkers builds the cluster for workers goroutines: the classic
+// single loop for workers ≤ 0 (see newClassic), otherwise NewPartitioned
+// with 4×workers partitions (at most one per pod or T0). Results do not
+// depend on the count, 0 included; smaller partitions run faster even on
+// one worker (smaller event queues) and let a worker take over the
+// partitions of one the machine holds back.
 func NewForWorkers(c config.Config, workers int) (*Cluster, error) {
 	if workers <= 0 {
-		return New(c, nil)
+		return newClassic(c)
 	}
 	return NewPartitioned(c, min(4*workers, MaxPartitions(c)), workers)
+}
+
+// newClassic builds the classic cluster (New: one loop, the fabric not
+// cut) and runs it as a partitioned run of one partition does: through a
+// one-loop sim.Parallel with the fabric's lookahead, so that RunWhile
+// stops at the same window boundary and Scheduler's actions are global
+// events (before everything else of their time), as on every partitioned
+// run. Links are ranked from the start (fabric.NewLink), so equal-time
+// arrivals tie-break the same way too, and the results are byte-identical
+// to any partitioned run's; the windows cost nothing per event. A
+// configuration that cannot run partitioned (real-time pacing, TCP hosts,
+// a fabric without lookahead) runs on the bare loop.
+func newClassic(c config.Config) (*Cluster, error) {
+	cl, err := New(c, nil)
+	if err != nil || c.Run.Pacing == config.PacingRealtime || c.Host.TCP {
+		return cl, err
+	}
+	la, err := cl.Topo.Lookahead()
+	if err != nil {
+		return cl, nil // no lookahead: nothing partitioned to match either
+	}
+	run, err := sim.NewParallel([]*sim.Loop{cl.Loop}, la, nil)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	cl.par = &partitioned{run: run, workers: 1}
+	return cl, nil
 }
 
 // Sync brings every partition's loop to the cluster's Now and returns
@@ -220,7 +258,7 @@ func (c *Cluster) Sync() sim.Time {
 		return c.Loop.Now()
 	}
 	t := c.par.run.Now()
-	for _, l := range c.par.parts.Loops {
+	for _, l := range c.par.run.Loops {
 		if l.Now() >= t {
 			continue
 		}
@@ -239,7 +277,7 @@ func (c *Cluster) SetPrefetch(on bool) {
 		c.Loop.SetPrefetch(on)
 		return
 	}
-	for _, l := range c.par.parts.Loops {
+	for _, l := range c.par.run.Loops {
 		l.SetPrefetch(on)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -138,11 +139,9 @@ func TestPartitionedFatTreePermutation(t *testing.T) {
 	}
 }
 
-// TestPartitionedMatchesClassicLoop: the partitioned model on one
-// partition is the classic cluster (New, one sim.Loop run to idle) with
-// ranked links; without ranking, equal-time arrivals order by send time
-// and the classic run differs (logged, not asserted: it is not the
-// reference).
+// TestPartitionedMatchesClassicLoop: the partitioned model is the classic
+// cluster (New, one sim.Loop run to idle): its links are ranked from the
+// start, so equal-time arrivals order the same way on both.
 func TestPartitionedMatchesClassicLoop(t *testing.T) {
 	cfg := fatTreeCfg(t, 4)
 	ref := runPartPerm(t, cfg, 2, 2, 400_000)
@@ -150,13 +149,7 @@ func TestPartitionedMatchesClassicLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Topo.RankLinks()
-	sameResult(t, "classic loop, ranked links", runPerm(t, c, 400_000), ref)
-	if c, err = New(cfg, nil); err != nil {
-		t.Fatal(err)
-	}
-	r := runPerm(t, c, 400_000)
-	t.Logf("classic loop, unranked links: flows equal %v, counters equal %v", r.flows == ref.flows, bytes.Equal(r.counters, ref.counters))
+	sameResult(t, "classic loop", runPerm(t, c, 400_000), ref)
 }
 
 // TestPartitionedClosPermutation: the same on a 2-plane Clos (uSID, MRC
@@ -468,4 +461,125 @@ func TestPartitionedScheduler(t *testing.T) {
 			t.Errorf("%d partitions, %d workers: samples differ:\n%s\nwant\n%s", pw[0], pw[1], gotS, wantS)
 		}
 	}
+}
+
+// classicScenario is a lossy, drill-like run driven the way the commands
+// drive one: every link loses 0.5% of its frames; through Scheduler a
+// T0–T1 cable goes down at 30 µs and up at 80 µs and a sampler reads every
+// host port's received bytes each 10 µs; a first wave of transfers runs
+// until its first flow completes (RunWhile), a second wave starts at the
+// time that leaves (Sync), and the rest runs to idle. It returns
+// everything the run produced, as text.
+func classicScenario(t *testing.T, c *Cluster) string {
+	t.Helper()
+	defer c.Close()
+	for _, l := range c.Topo.Links {
+		l.Loss = fabric.NewBernoulli(0.005, c.Config.Seed, l.Name)
+	}
+	s := c.Scheduler()
+	port := c.Topo.Port("p0.t0.0/2")
+	var b strings.Builder
+	var tick func()
+	tick = func() {
+		var rx uint64
+		for _, hp := range c.Topo.HostPorts {
+			for _, p := range hp {
+				rx += p.Counters.RxBytes
+			}
+		}
+		fmt.Fprintf(&b, "%d:%d ", s.Now(), rx)
+		if s.Now() < 300*sim.Microsecond {
+			s.AfterFunc(10*time.Microsecond, tick)
+		}
+	}
+	s.At(0, tick)
+	s.At(30*sim.Microsecond, func() { port.Tx.SetUp(false); port.Peer.Tx.SetUp(false) })
+	s.At(80*sim.Microsecond, func() { port.Tx.SetUp(true); port.Peer.Tx.SetUp(true) })
+	start := func(seed uint64, size uint64) []*Transfer {
+		var trs []*Transfer
+		for a, d := range Derangement(seed, len(c.Hosts)) {
+			ps, err := c.Connect(a, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(d, size, nil), size, size/4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trs = append(trs, tr)
+		}
+		return trs
+	}
+	first := start(3, 512<<10)
+	c.RunWhile(func() bool { return !first[0].Done() })
+	fmt.Fprintf(&b, "\nstop %d %d\n", c.Now(), c.Executed())
+	c.Sync()
+	second := start(5, 256<<10)
+	c.Run()
+	var lost uint64
+	for _, l := range c.Topo.Links {
+		lost += l.Counters.Lost
+	}
+	fmt.Fprintf(&b, "idle %d %d, %d frames lost\n", c.Now(), c.Executed(), lost)
+	for i, tr := range append(first, second...) {
+		if !tr.Done() || len(tr.Errors) > 0 {
+			t.Fatalf("transfer %d: done %v, errors %v", i, tr.Done(), tr.Errors)
+		}
+		fmt.Fprintf(&b, "%d→%d %d %d %d %+v %+v\n", tr.Pair.A.Host, tr.Pair.B.Host, tr.Start, tr.End, tr.RecvImmAt,
+			tr.Pair.A.T.Stats(), tr.Pair.B.T.Stats())
+	}
+	if err := c.Topo.WriteCountersCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestClassicMatchesPartitioned: the classic loop (NewForWorkers(c, 0),
+// what --parallel 0 builds) and the partitioned loop on any number of
+// workers and partitions give byte-identical results for a lossy run with
+// faults, a sampler, a run cut short and a second wave: one tie-break
+// (ranked link arrivals; global events before everything else of their
+// time) and one stop rule (window boundaries) for every mode. Before, the
+// classic loop broke equal-time ties by scheduling order and stopped
+// RunWhile at the very event, and differed.
+func TestClassicMatchesPartitioned(t *testing.T) {
+	cfg := closCfg(t)
+	build := func(workers int) *Cluster {
+		c, err := NewForWorkers(cfg, workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	classic := build(0)
+	if classic.Partitioning() != nil || classic.Loop == nil || classic.Parallel() == nil || len(classic.Parallel().Loops) != 1 {
+		t.Fatalf("NewForWorkers(c, 0): want the classic loop, not cut, run in windows by a one-loop Parallel")
+	}
+	ref := classicScenario(t, classic)
+	if strings.Count(ref, "→") != 2*cfg.Fabric.Hosts || strings.Contains(ref, " 0 frames lost") {
+		t.Fatalf("scenario incomplete or loss-free:\n%s", ref)
+	}
+	for _, w := range []int{1, 2} {
+		if got := classicScenario(t, build(w)); got != ref {
+			t.Errorf("--parallel %d differs from the classic loop: %s", w, firstDiff(got, ref))
+		}
+	}
+	c, err := NewPartitioned(cfg, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := classicScenario(t, c); got != ref {
+		t.Errorf("2 partitions differ from the classic loop: %s", firstDiff(got, ref))
+	}
+}
+
+// firstDiff describes the first line where got and want differ.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			return fmt.Sprintf("line %d:\n%.400s\nwant\n%.400s", i+1, g[i], w[i])
+		}
+	}
+	return fmt.Sprintf("%d lines, want %d", len(g), len(w))
 }

@@ -6,13 +6,16 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// RankLinks makes every link deliver its frames as ranked loop events
-// (sim.Loop.PostRanked, rank = the link's position in Links + 1): frames
+// RankLinks gives every link the rank of its position in Links + 1: the
+// rank its arrivals are scheduled with (sim.Loop.PostRanked), so frames
 // arriving at time t are received before anything else happening at t, in
 // link order, instead of in the order they were sent. That order does not
 // depend on how the fabric is cut into partitions, which is what makes a
-// partitioned run (Partition) identical to the single-loop run of the same
-// ranked fabric. Call it before traffic flows.
+// partitioned run (Partition) identical to the single-loop run. NewLink
+// already ranks links in creation order, which for a topology is the
+// order of Links (the ranks RankLinks assigns): Partition calls it so that
+// the ranks are the positions even if other links were made on the loop
+// first. Call it before traffic flows.
 func (t *Topology) RankLinks() {
 	if len(t.Links) >= 1<<32-1 {
 		panic("fabric: too many links to rank")
@@ -177,40 +180,60 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 			port.loop, port.pool = pt.Loops[p], pt.Pools[p]
 		}
 	}
-	// The lookahead is the least delay of the links a partitioning may cut
-	// (those touching the top tier), whatever the number of partitions,
-	// so that every partitioning runs the same windows.
-	top := 1
-	if t.Kind == "fattree" {
-		top = 2
+	la, err := t.Lookahead()
+	if err != nil {
+		return nil, err
 	}
-	topTier := func(l *Link) bool {
-		for _, p := range []*Port{l.src, l.dst} {
-			if s, ok := p.Owner.(*Switch); ok && s.Tier == top {
-				return true
-			}
-		}
-		return false
-	}
+	pt.Lookahead = la
 	for _, l := range t.Links {
-		if topTier(l) {
-			if l.Delay <= 0 {
-				return nil, fmt.Errorf("fabric: link %s may join partitions but has no propagation delay (no lookahead)", l.Name)
-			}
-			pt.Lookahead = min(pt.Lookahead, sim.Time(l.Delay))
-		}
 		s, d := index[l.src.loop], index[l.dst.loop]
 		l.loop = pt.Loops[s]
 		if s == d {
 			continue
 		}
-		if !topTier(l) {
+		if !t.topTier(l) {
 			return nil, fmt.Errorf("fabric: link %s joins partitions %d and %d below the top tier", l.Name, s, d)
 		}
 		l.cut = &cutLink{src: pt.parts[s], dst: d}
 		pt.Cut = append(pt.Cut, l)
 	}
 	return pt, nil
+}
+
+// Lookahead is the window of a parallel run of the topology (sim.Parallel):
+// the least propagation delay of the links a partitioning may cut (those
+// touching the top tier: core switches, T1s), whatever the number of
+// partitions — one included, the classic loop run in windows — so that
+// every partitioning runs the same windows. Such a link without delay is
+// an error (no lookahead).
+func (t *Topology) Lookahead() (sim.Time, error) {
+	la := sim.MaxTime
+	for _, l := range t.Links {
+		if t.topTier(l) {
+			if l.Delay <= 0 {
+				return 0, fmt.Errorf("fabric: link %s may join partitions but has no propagation delay (no lookahead)", l.Name)
+			}
+			la = min(la, sim.Time(l.Delay))
+		}
+	}
+	return la, nil
+}
+
+// topTier reports whether l touches a top-tier switch (core, T1).
+func (t *Topology) topTier(l *Link) bool {
+	top := 1
+	if t.Kind == "fattree" {
+		top = 2
+	}
+	for _, p := range []*Port{l.src, l.dst} {
+		if p == nil {
+			continue
+		}
+		if s, ok := p.Owner.(*Switch); ok && s.Tier == top {
+			return true
+		}
+	}
+	return false
 }
 
 // partitionGroups is the most partitions the topology can be cut into.

@@ -90,8 +90,8 @@ type partRun struct {
 	cross      uint64
 }
 
-// runPartitioned builds the fabric, cuts it into parts (0: not cut, not
-// ranked: the classic single loop), attaches generators and runs it.
+// runPartitioned builds the fabric, cuts it into parts (0: not cut: the
+// classic single loop), attaches generators and runs it.
 func runPartitioned(t *testing.T, build func(*sim.Loop) (*Topology, error), parts, workers, frames int) partRun {
 	t.Helper()
 	loop := sim.NewLoop(sim.Options{Seed: 3})
@@ -237,13 +237,28 @@ func TestPartitionedClosIdentical(t *testing.T) {
 	}
 }
 
-// TestUnrankedSingleLoopDiffers documents why links are ranked: with
-// arrivals ordered by send time (the classic loop), equal-time ties
-// resolve differently. It only logs; the ranked model is the reference.
-func TestUnrankedSingleLoopDiffers(t *testing.T) {
-	a := runPartitioned(t, fatTree4, 0, 1, 60)
-	b := runPartitioned(t, fatTree4, 1, 1, 60)
-	t.Logf("classic vs ranked single loop: counters equal %v, arrival logs equal %v", bytes.Equal(a.csv, b.csv), reflect.DeepEqual(a.logs, b.logs))
+// TestClassicLoopIsRanked: links are ranked from the start (NewLink), so
+// the classic single loop — the fabric never cut — orders equal-time
+// arrivals the way a partitioned run does: counters and per-host arrival
+// logs are byte-identical to the partitioned model's, for both fabrics.
+// (Before, the classic loop ordered them by send time and differed.)
+func TestClassicLoopIsRanked(t *testing.T) {
+	for _, f := range []struct {
+		name   string
+		build  func(*sim.Loop) (*Topology, error)
+		frames int
+	}{{"fattree", fatTree4, 60}, {"clos", clos2, 40}} {
+		topo, err := f.build(sim.NewLoop(sim.Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range topo.Links {
+			if l.rank != uint32(i+1) {
+				t.Fatalf("%s: link %d (%s) has rank %d before any partitioning, want %d", f.name, i, l.Name, l.rank, i+1)
+			}
+		}
+		samePartRun(t, f.name+": classic loop vs 2 partitions", runPartitioned(t, f.build, 0, 1, f.frames), runPartitioned(t, f.build, 2, 1, f.frames))
+	}
 }
 
 // TestPartitionShape: a k=4 fat-tree in two partitions keeps pods whole,

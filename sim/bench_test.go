@@ -94,3 +94,65 @@ func benchHeap4(b *testing.B, pending int) {
 
 func BenchmarkHeap4Hold1k(b *testing.B)   { benchHeap4(b, 1000) }
 func BenchmarkHeap4Hold100k(b *testing.B) { benchHeap4(b, 100000) }
+
+// runHold is the hold model driven through RunUntil instead of Step, so
+// that what a run loop checks per event (Stop, Interrupt) is measured: it
+// stops the loop after n events.
+type runHold struct {
+	*HoldModel
+	left int
+}
+
+func (r *runHold) OnEvent(arg uint64) {
+	r.i++
+	r.L.Post(r.L.now+r.delays[r.i&(len(r.delays)-1)], r, arg)
+	if r.left--; r.left == 0 {
+		r.L.Stop()
+	}
+}
+
+func benchRunHold(b *testing.B, pending int) {
+	h := NewHoldModel(1, 0)
+	r := &runHold{HoldModel: h}
+	rng := NewStream(1, "hold")
+	for i := range pending {
+		h.L.Schedule(Time(rng.IntN(100000)), r, uint64(i))
+	}
+	r.left = 4 * pending
+	h.L.Run() // warm up to the steady state
+	b.ReportAllocs()
+	b.ResetTimer()
+	r.left = b.N
+	h.L.Run()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
+
+func BenchmarkLoopRunHold1k(b *testing.B)   { benchRunHold(b, 1000) }
+func BenchmarkLoopRunHold100k(b *testing.B) { benchRunHold(b, 100000) }
+
+// BenchmarkParallelOneLoopHold1k is the hold model run in windows by a
+// one-loop Parallel (lookahead 1 µs, about 50 events a window), as the
+// classic loop of a cluster built for --parallel 0 runs: the window
+// protocol's cost next to BenchmarkLoopRunHold1k's.
+func BenchmarkParallelOneLoopHold1k(b *testing.B) {
+	h := NewHoldModel(1, 0)
+	r := &runHold{HoldModel: h}
+	rng := NewStream(1, "hold")
+	for i := range 1000 {
+		h.L.Schedule(Time(rng.IntN(100000)), r, uint64(i))
+	}
+	r.left = 4000
+	h.L.Run()
+	p, err := NewParallel([]*Loop{h.L}, 1000, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	r.left = b.N
+	p.Run(1)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+	b.ReportMetric(float64(b.N)/float64(p.Stats.Windows), "events/window")
+}

@@ -13,7 +13,8 @@ type Handler interface {
 }
 
 // Clock is what every simulated component is driven by. Now is virtual time;
-// callbacks run on the loop goroutine, in (time, scheduling order).
+// callbacks run on the loop goroutine, in time order, ties in scheduling
+// order (after the ranked events of that time, see ScheduleRanked).
 type Clock interface {
 	Now() Time
 	AfterFunc(d time.Duration, f func()) Timer
@@ -93,6 +94,8 @@ type Loop struct {
 
 	noPrefetch bool   // SetPrefetch(false)
 	prefetched uint64 // Prefetch calls made
+
+	ranks uint32 // ranks handed out by NewRank
 }
 
 // Options configures a Loop.
@@ -203,6 +206,19 @@ func (l *Loop) ScheduleRanked(at Time, h Handler, arg uint64, rank uint32) Timer
 	l.q.pushSorted(qentry{at: uint64(at), key: seq<<slotBits | uint64(s)})
 	l.live++
 	return Timer{}
+}
+
+// NewRank returns a rank for ScheduleRanked that no earlier NewRank call on
+// this loop returned: 1, 2, 3, … in call order. Components built in a
+// deterministic order (a fabric's links) get deterministic ranks, so the
+// order of their equal-time events depends on what they are, not on when
+// the events were scheduled, on the classic loop as on a partitioned run.
+func (l *Loop) NewRank() uint32 {
+	if l.ranks == 1<<32-2 {
+		panic("sim: out of ranks")
+	}
+	l.ranks++
+	return l.ranks
 }
 
 // Post runs h.OnEvent(arg) at virtual time at (clamped to now), like
@@ -332,35 +348,40 @@ func (l *Loop) Step() bool {
 // Stop makes the current Run* call return after the running event.
 func (l *Loop) Stop() { l.stopped = true }
 
+// halted reports whether the current Run* call must return: Stop was
+// called, or Interrupt.
+func (l *Loop) halted() bool { return l.stopped || interrupted.Load() }
+
 // Run runs until no event is left (idle) or Stop is called.
 func (l *Loop) Run() { l.RunUntil(maxTime) }
 
 // RunUntil runs every event scheduled at or before t, then sets the clock to
-// t (unless stopped early or t is maxTime).
+// t (unless stopped early or t is maxTime). Every Run* call returns after
+// the running event when Stop or Interrupt is called.
 func (l *Loop) RunUntil(t Time) {
 	l.stopped = false
 	if l.rt != nil && l.rt.enabled {
 		l.runRealtime(t, nil)
 		return
 	}
-	for !l.stopped {
+	for !l.halted() {
 		e, ok := l.next(t)
 		if !ok {
 			break
 		}
 		l.fire(e)
 	}
-	if !l.stopped && t != maxTime && t > l.now {
+	if !l.halted() && t != maxTime && t > l.now {
 		l.now = t
 	}
 }
 
 // RunBefore runs every event scheduled before t (not at t) and leaves the
 // clock at the last event it ran: one window of a Parallel run. It returns
-// early if Stop is called.
+// early if Stop or Interrupt is called.
 func (l *Loop) RunBefore(t Time) {
 	l.stopped = false
-	for !l.stopped && t > 0 {
+	for !l.halted() && t > 0 {
 		e, ok := l.next(t - 1)
 		if !ok {
 			return
@@ -386,7 +407,7 @@ func (l *Loop) RunFor(d time.Duration) { l.RunUntil(l.now + Time(d)) }
 // events remain; it reports whether it stopped because cond became false.
 func (l *Loop) RunWhile(cond func() bool) bool {
 	l.stopped = false
-	for !l.stopped {
+	for !l.halted() {
 		if !cond() {
 			return true
 		}

@@ -211,7 +211,7 @@ func (p *Parallel) between(w uint64, m, until Time, cond func() bool) (start, en
 	for {
 		g := p.nextGlobal()
 		t := min(m, g)
-		if t == maxTime || t > until || (cond != nil && !cond()) {
+		if t == maxTime || t > until || (cond != nil && !cond()) || interrupted.Load() {
 			return 0, 0, true
 		}
 		if g > m {
@@ -280,7 +280,10 @@ func (p *Parallel) Pending() int {
 	return n
 }
 
-// Run runs on workers goroutines until no event is left anywhere.
+// Run runs on workers goroutines until no event is left anywhere. Every
+// run returns early when a partition's event calls Stop on its loop (at
+// the end of that window) or when Interrupt is called (each partition
+// stops after its running event; global events still queued stay so).
 func (p *Parallel) Run(workers int) { p.run(workers, maxTime, nil) }
 
 // RunUntil runs every event at or before t.

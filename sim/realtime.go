@@ -122,7 +122,9 @@ func (l *Loop) recordLag(due int64) {
 // time limit, handling injected work as it arrives.
 func (l *Loop) runRealtime(limit Time, _ func() bool) {
 	r := l.rt
-	for !l.stopped {
+	addSleeper(r.wake) // Interrupt wakes the sleep below
+	defer removeSleeper(r.wake)
+	for !l.halted() {
 		l.drainInjected()
 		var due int64
 		var target Time
