@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/vcluster/vcluster/collectives"
@@ -82,21 +81,15 @@ type arCell struct {
 // share (size, losses, roceQPs, payload) and returns the variants: MRC with
 // one QP on uSID paths, then RoCE on ECMP with each requested QP count.
 // exp.size is a comma-separated list of sizes, returned ascending without
-// repeats.
+// repeats. Every bad parameter is reported, not only the first.
 func transportGrid(env *Env) (sizes []uint64, losses []float64, payload string, vs []arVariant, err error) {
-	if sizes, err = parseSizes(env.Params["size"]); err != nil {
-		return nil, nil, "", nil, fmt.Errorf("exp.size: %w", err)
-	}
-	if losses, err = parseFloats(env.Params["losses"]); err != nil {
-		return nil, nil, "", nil, fmt.Errorf("exp.losses: %w", err)
-	}
-	qps, err := parseInts(env.Params["roceQPs"])
-	if err != nil {
-		return nil, nil, "", nil, fmt.Errorf("exp.roceQPs: %w", err)
-	}
-	payload = env.Params["payload"]
-	if payload != "real" && payload != "elided" {
-		return nil, nil, "", nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
+	r := newParamReader(env)
+	sizes = r.sizes("size")
+	losses = r.losses("losses")
+	qps := r.integers("roceQPs", 1, maxParamQPs)
+	payload = r.choice("payload", "real", "elided")
+	if err := r.err(); err != nil {
+		return nil, nil, "", nil, err
 	}
 	vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, sets: mrcSets(1)}}
 	for _, q := range qps {
@@ -106,19 +99,20 @@ func transportGrid(env *Env) (sizes []uint64, losses []float64, payload string, 
 	return sizes, losses, payload, vs, nil
 }
 
-// parseSizes reads a comma-separated list of nccl-tests sizes (4M,64M),
-// sorted ascending, repeats dropped.
-func parseSizes(s string) ([]uint64, error) {
-	var out []uint64
-	for _, f := range strings.Split(s, ",") {
-		v, err := collectives.ParseBytes(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+// CheckParams implements ParamChecker.
+func (allreduceLoss) CheckParams(env *Env) error {
+	_, _, _, _, err := transportGrid(env)
+	return err
+}
+
+// PayloadBytesPerHost implements PayloadEstimator: the largest size's
+// buffers, when the payload is real.
+func (allreduceLoss) PayloadBytesPerHost(env *Env) uint64 {
+	sizes, _, payload, _, err := transportGrid(env)
+	if err != nil || payload != "real" {
+		return 0
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return collectiveBuffers(sizes[len(sizes)-1])
 }
 
 func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
@@ -137,13 +131,16 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 	var ranks int
 	var nic float64
 	n := len(sizes) * len(vs) * len(losses)
+	// An interrupt (sim.Interrupt, ctx) ends the grid: the points that
+	// completed are the (partial) results, the one running is dropped.
+grid:
 	for _, size := range sizes {
 		for i, v := range vs {
 			cfg := cfgs[i]
 			nic = float64(cfg.Fabric.Planes) * float64(hostRateOf(cfg)) / 8 / 1e9 // GB/s
 			for _, loss := range losses {
-				if err := ctx.Err(); err != nil {
-					return nil, err
+				if interrupted(ctx) {
+					break grid
 				}
 				cell := &arCell{v: v, size: size, loss: loss}
 				label := fmt.Sprintf("%s, loss %s", v.name, pct(loss))
@@ -179,6 +176,9 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 				cell.frac = cell.res.BusBW / nic
 				res.Events += c.Executed()
 				c.Close()
+				if interrupted(ctx) {
+					break grid
+				}
 				env.logf("allreduce-loss: %-12s loss %-6g size %-5s busbw %6.2f GB/s %v\n", v.name, loss, collectives.FormatBytes(size), cell.res.BusBW, errText(cell.err))
 				cells = append(cells, cell)
 			}
@@ -228,10 +228,12 @@ func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 	}
 	var order []string
+	res.Points = len(cells)
 	for _, c := range cells {
 		result := c.res.Check
 		if c.err != nil {
 			result = "FAILED: " + c.err.Error()
+			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s, loss %s (%v)", c.v.name, collectives.FormatBytes(c.size), pct(c.loss), c.err))
 		} else if c.res.Check == collectives.CheckSkipped {
 			result = "payload elided"
 		} else if c.res.Check == collectives.CheckOK {
@@ -377,30 +379,6 @@ func slicesMax(x []float64) float64 {
 }
 
 func hostRateOf(cfg config.Config) uint64 { return uint64(cfg.Fabric.HostLinkBps()) }
-
-func parseFloats(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || v < 0 || v >= 1 {
-			return nil, fmt.Errorf("bad value %q", f)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("bad value %q", f)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
 
 func plural(n int) string {
 	if n == 1 {

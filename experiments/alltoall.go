@@ -3,6 +3,7 @@ package experiments
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -95,22 +96,44 @@ func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo stri
 	return r, m.Size(), err
 }
 
-func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
+// params reads alltoall's parameters: the transport grid with one size,
+// and exp.ring.
+func (alltoall) params(env *Env) (size uint64, losses []float64, payload, ring string, vs []arVariant, err error) {
 	sizes, losses, payload, vs, err := transportGrid(env)
+	r := newParamReader(env)
+	if err == nil && len(sizes) != 1 {
+		r.bad("size", "%q lists %d sizes, but alltoall takes one size; must be one size", env.Params["size"], len(sizes))
+	}
+	ring = r.choice("ring", "on", "off")
+	if err = errors.Join(err, r.err()); err != nil {
+		return 0, nil, "", "", nil, err
+	}
+	return sizes[0], losses, payload, ring, vs, nil
+}
+
+// CheckParams implements ParamChecker.
+func (x alltoall) CheckParams(env *Env) error {
+	_, _, _, _, _, err := x.params(env)
+	return err
+}
+
+// PayloadBytesPerHost implements PayloadEstimator.
+func (x alltoall) PayloadBytesPerHost(env *Env) uint64 {
+	size, _, payload, _, _, err := x.params(env)
+	if err != nil || payload != "real" {
+		return 0
+	}
+	return collectiveBuffers(size)
+}
+
+func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
+	size, losses, payload, ring, vs, err := x.params(env)
 	if err != nil {
 		return nil, err
 	}
-	if len(sizes) != 1 {
-		return nil, fmt.Errorf("exp.size: alltoall takes one size, got %q", env.Params["size"])
-	}
-	size := sizes[0]
 	var qps []int // the RoCE QP counts, in variant order
 	for _, v := range vs[1:] {
 		qps = append(qps, v.qps)
-	}
-	ring := env.Params["ring"]
-	if ring != "on" && ring != "off" {
-		return nil, fmt.Errorf("exp.ring: want on or off, got %q", ring)
 	}
 	colls := []struct {
 		name string
@@ -128,6 +151,7 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 	var cells []*a2aCell
 	var ranks int
 	var nic float64
+grid:
 	for _, co := range colls {
 		for _, v := range vs {
 			cfg, err := override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload))
@@ -136,12 +160,15 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 			}
 			nic = float64(cfg.Fabric.Planes) * float64(hostRateOf(cfg)) / 8 / 1e9
 			for _, loss := range losses {
-				if err := ctx.Err(); err != nil {
-					return nil, err
+				if interrupted(ctx) {
+					break grid // the points that completed are the results
 				}
 				cell := &a2aCell{coll: co.name, v: v, loss: loss}
 				env.Point(len(cells), len(colls)*len(vs)*len(losses), fmt.Sprintf("%s, %s, loss %s", co.name, v.name, pct(loss)))
 				cell.res, ranks, cell.err = runCollectiveCell(env, cfg, co.op, co.algo, size, loss, &res.Events)
+				if interrupted(ctx) {
+					break grid
+				}
 				cell.frac = cell.res.BusBW / nic
 				env.logf("alltoall: %-15s %-12s loss %-6g busbw %6.2f GB/s %v\n", co.name, v.name, loss, cell.res.BusBW, errText(cell.err))
 				cells = append(cells, cell)
@@ -182,11 +209,13 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	series, kseries := map[string]*Series{}, map[string]*Series{}
 	var order []string
+	res.Points = len(cells)
 	for _, c := range cells {
 		result := c.res.Check
 		switch {
 		case c.err != nil:
 			result = "FAILED: " + c.err.Error()
+			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s, loss %s (%v)", c.coll, c.v.name, pct(c.loss), c.err))
 		case c.res.Check == collectives.CheckSkipped:
 			result = "payload elided"
 		case c.res.Check == collectives.CheckOK:

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/faults"
@@ -85,8 +84,9 @@ func parseTopos(s string) ([]brTopo, error) {
 		f = strings.TrimSpace(f)
 		p, sp, ok := strings.Cut(f, "x")
 		n, err := strconv.Atoi(p)
-		if !ok || err != nil || n < 1 || sp == "" {
-			return nil, fmt.Errorf("topology %q: want PLANESxSPEED, e.g. 8x100G", f)
+		_, serr := config.ParseSpeed(sp)
+		if !ok || err != nil || n < 1 || n > 16 || serr != nil {
+			return nil, fmt.Errorf("topology %q: must be PLANESxSPEED with 1 to 16 planes and a link speed, e.g. 8x100G", f)
 		}
 		out = append(out, brTopo{name: f, planes: n, speed: sp})
 	}
@@ -220,26 +220,32 @@ type brCell struct {
 	ideal     float64
 }
 
+// params reads blast-radius's parameters.
+func (blastRadius) params(env *Env) (topos []brTopo, t1s int, size uint64, from, to sim.Time, err error) {
+	r := newParamReader(env)
+	if topos, err = parseTopos(env.Params["topologies"]); err != nil {
+		r.bad("topologies", "%v", err)
+	}
+	t1s = r.integer("t1s", 8, 512, "a T0-side OSFP needs 8 hosts under a T0")
+	size = r.size("bytes")
+	ds := r.durations("from", "to")
+	from, to = sim.Time(ds[0]), sim.Time(ds[1])
+	if ds[0] > 0 && ds[1] > 0 && from >= to {
+		r.bad("from", "%v is not before exp.to (%v); must be < exp.to", ds[0], ds[1])
+	}
+	return topos, t1s, size, from, to, r.err()
+}
+
+// CheckParams implements ParamChecker.
+func (x blastRadius) CheckParams(env *Env) error {
+	_, _, _, _, _, err := x.params(env)
+	return err
+}
+
 func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
-	topos, err := parseTopos(env.Params["topologies"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.topologies: %w", err)
-	}
-	t1s, err := strconv.Atoi(env.Params["t1s"])
-	if err != nil || t1s < 8 {
-		return nil, fmt.Errorf("exp.t1s: want an integer ≥ 8 (a T0-side OSFP needs 8 hosts under a T0), got %q", env.Params["t1s"])
-	}
-	size, err := collectives.ParseBytes(env.Params["bytes"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.bytes: %w", err)
-	}
-	ds, err := parseDurations(env.Params, "from", "to")
+	topos, t1s, size, from, to, err := x.params(env)
 	if err != nil {
 		return nil, err
-	}
-	from, to := sim.Time(ds[0]), sim.Time(ds[1])
-	if from >= to {
-		return nil, fmt.Errorf("exp.from must be before exp.to")
 	}
 	hosts := 2 * t1s
 	var logb bytes.Buffer
@@ -296,8 +302,14 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 		plot.XLabels = append(plot.XLabels, f.name)
 	}
 	series := map[string]*Series{}
+	res.Points = len(cells)
 	for _, c := range cells {
 		r := c.run
+		// The run stops at exp.to with every flow still going (by design),
+		// so only QP errors are failures here, not "stalled".
+		if r.s.QPErrors > 0 {
+			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s (%d QP errors)", c.topo.name, c.fault.name, r.s.QPErrors))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f → %.0f\t%.2f%%\t%.2f%%\t%d\n", c.topo.name, c.fault.name, touches(r), c.fault.workload, c.base.job/1e9, r.job/1e9,
 			100*c.lost, 100*c.ideal, r.s.QPErrors)
 		res.Rows = append(res.Rows, []string{c.topo.name, c.fault.name, c.fault.kind, c.fault.target, c.fault.workload, strings.Join(r.targets, " "),

@@ -11,7 +11,6 @@ import (
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
-	"github.com/vcluster/vcluster/faults"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -92,40 +91,57 @@ type coCell struct {
 // coSources returns the incast senders and the victim source: hosts of the
 // racks other than host 0's, round-robin over the racks.
 func coSources(hostsPerT0, hosts, n int) (senders []int, victimSrc int, err error) {
-	var order []int
-	for i := 0; i < hostsPerT0; i++ {
-		for r := 1; r*hostsPerT0 < hosts; r++ {
-			order = append(order, r*hostsPerT0+i)
-		}
-	}
+	order := coOrder(hostsPerT0, hosts)
 	if n < 1 || n+1 > len(order) {
 		return nil, 0, fmt.Errorf("exp.senders: want 1..%d on this fabric, got %d", len(order)-1, n)
 	}
 	return order[:n], order[n], nil
 }
 
-func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
-	n, err := strconv.Atoi(env.Params["senders"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.senders: bad value %q", env.Params["senders"])
-	}
-	each, err := collectives.ParseBytes(env.Params["each"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.each: %w", err)
-	}
-	durs, err := parseDurations(env.Params, "incastAt", "tail", "interval", "deadline")
-	if err != nil {
-		return nil, err
-	}
-	incastAt, tail, interval, deadline := durs[0], durs[1], durs[2], durs[3]
+// coParams are collateral's parameters, read and checked.
+type coParams struct {
+	each                               uint64
+	incastAt, tail, interval, deadline time.Duration
+	senders                            []int
+	vsrc                               int
+}
+
+// params reads collateral's parameters and checks the fabric can host the
+// incast.
+func (collateral) params(env *Env) (coParams, error) {
+	r := newParamReader(env)
 	fc := env.Config.Fabric
+	var p coParams
+	p.each = r.size("each")
+	durs := r.durations("incastAt", "tail", "interval", "deadline")
+	p.incastAt, p.tail, p.interval, p.deadline = durs[0], durs[1], durs[2], durs[3]
 	if fc.HostsPerT0 < 2 || fc.Hosts <= fc.HostsPerT0 {
-		return nil, fmt.Errorf("collateral needs a Clos with ≥ 2 hosts per T0 and ≥ 2 T0s")
+		r.errs = append(r.errs, fmt.Errorf("collateral needs a Clos with ≥ 2 hosts per T0 and ≥ 2 T0s (fabric.hostsPerT0 = %d, fabric.hosts = %d)", fc.HostsPerT0, fc.Hosts))
+		return p, r.err()
 	}
-	senders, vsrc, err := coSources(fc.HostsPerT0, fc.Hosts, n)
+	maxSenders := len(coOrder(fc.HostsPerT0, fc.Hosts)) - 1
+	n := r.integer("senders", 1, maxSenders, "senders from the other racks, one host left for the victim's source")
+	if err := r.err(); err != nil {
+		return p, err
+	}
+	var err error
+	p.senders, p.vsrc, err = coSources(fc.HostsPerT0, fc.Hosts, n)
+	return p, err
+}
+
+// CheckParams implements ParamChecker.
+func (x collateral) CheckParams(env *Env) error {
+	_, err := x.params(env)
+	return err
+}
+
+func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
+	p, err := x.params(env)
 	if err != nil {
 		return nil, err
 	}
+	n, each, senders, vsrc := len(p.senders), p.each, p.senders, p.vsrc
+	incastAt, tail, interval, deadline := p.incastAt, p.tail, p.interval, p.deadline
 	const X, Y = 0, 1
 	roce := []string{"transport.kind=roce", "fabric.forwarding=ecmp", "fabric.queue.pfc.enabled=true", "fabric.queue.ecn.enabled=true", "fabric.queue.ecn.lastHop=true"}
 	cells := []*coCell{
@@ -231,10 +247,12 @@ func (collateral) report(cells []*coCell, n int, each uint64, incastAt, interval
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "transport\tvictim before\tduring incast\tworst %v sample\tafter\tincast µs\tincast of line\tPAUSE\tdrops\ttrims\n", interval)
+	res.Points = len(cells)
 	for _, c := range cells {
 		stall := ""
 		if c.stalled {
 			stall = " (stalled)"
+			res.Failed = append(res.Failed, fmt.Sprintf("%s (incast stalled: not done by exp.deadline)", c.name))
 		}
 		fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.0f%s\t%.1f%%\t%d\t%d\t%d\n", c.name, 100*c.before, 100*c.during, 100*c.worst, 100*c.after,
 			float64(c.incastEnd-sim.Time(incastAt))/1e3, stall, 100*c.incastFrac, c.pauses, c.drops, c.trims)
@@ -401,15 +419,14 @@ func fabricTotals(c *cluster.Cluster) (pauses, drops, trims uint64) {
 	return pauses, drops, trims
 }
 
-// parseDurations reads positive virtual-time durations from params.
-func parseDurations(params map[string]string, keys ...string) ([]time.Duration, error) {
-	var out []time.Duration
-	for _, k := range keys {
-		d, err := faults.ParseDuration(params[k])
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("exp.%s: bad duration %q", k, params[k])
+// coOrder is the order senders are taken in: round-robin over the racks
+// other than the victim's.
+func coOrder(hostsPerT0, hosts int) []int {
+	var order []int
+	for i := 0; i < hostsPerT0; i++ {
+		for r := 1; r*hostsPerT0 < hosts; r++ {
+			order = append(order, r*hostsPerT0+i)
 		}
-		out = append(out, d)
 	}
-	return out, nil
+	return order
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/fabric"
-	"github.com/vcluster/vcluster/faults"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -186,20 +185,26 @@ func dqIncast(c *cluster.Cluster, n int, stagger, hold, interval time.Duration) 
 	return r, nil
 }
 
+// params reads dcqcn-tuning's parameters.
+func (dcqcnTuning) params(env *Env) (n int, stagger, hold, interval time.Duration, err error) {
+	r := newParamReader(env)
+	n = r.integer("senders", 1, env.Config.Fabric.Hosts-1, "hosts 1..N write to host 0")
+	stagger = r.duration("stagger", true)
+	d := r.durations("hold", "interval")
+	return n, stagger, d[0], d[1], r.err()
+}
+
+// CheckParams implements ParamChecker.
+func (x dcqcnTuning) CheckParams(env *Env) error {
+	_, _, _, _, err := x.params(env)
+	return err
+}
+
 func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
-	n, err := strconv.Atoi(env.Params["senders"])
-	if err != nil || n < 1 || n >= env.Config.Fabric.Hosts {
-		return nil, fmt.Errorf("exp.senders: want 1..%d, got %q", env.Config.Fabric.Hosts-1, env.Params["senders"])
-	}
-	stagger, err := faults.ParseDuration(env.Params["stagger"])
-	if err != nil || stagger < 0 {
-		return nil, fmt.Errorf("exp.stagger: bad duration %q", env.Params["stagger"])
-	}
-	durs, err := parseDurations(env.Params, "hold", "interval")
+	n, stagger, hold, interval, err := x.params(env)
 	if err != nil {
 		return nil, err
 	}
-	hold, interval := durs[0], durs[1]
 	var rs []dqResult
 	var events uint64
 	for _, st := range dqSettings {

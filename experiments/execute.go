@@ -11,26 +11,79 @@ import (
 	"sort"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/wallclock"
 )
+
+// ErrInterrupted is what Execute returns (wrapped) for a run stopped by
+// sim.Interrupt or a cancelled ctx: its manifest says "interrupted", and
+// whatever results the run had are written.
+var ErrInterrupted = errors.New("interrupted")
+
+// StatusInterrupted is the manifest status of an interrupted run.
+const StatusInterrupted = "interrupted"
+
+// interrupted reports whether the run was stopped from outside: a signal
+// (sim.Interrupt) or a cancelled ctx.
+func interrupted(ctx context.Context) bool { return sim.Interrupted() || ctx.Err() != nil }
 
 // Execute runs e in env, writes the report directory dir (results, plots,
 // report.md/html) and the manifest m completed with the experiment, its
 // parameters, wall time and event count. before are extra report sections
 // (e.g. `vcluster run`'s fabric preflight), head describes the cluster.
+//
+// The parameters are checked (CheckParams) before anything is created. A
+// run that fails leaves a manifest whose status says why ("failed: …"),
+// never "started"; a run with failed points (Results.Failed) writes its
+// whole report and returns a *FailedError; an interrupted run (sim.Interrupt,
+// ctx cancelled) writes status "interrupted" and what results it has, and
+// returns an error wrapping ErrInterrupted, whatever its points did.
 func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, before []Section, m Manifest) (*Results, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output dir: %w", err)
+	if err := CheckParams(e, env); err != nil {
+		return nil, err
 	}
 	if env.Parallel > 0 {
 		if why := SerialReason(e); why != "" {
 			return nil, fmt.Errorf("%s cannot run partitioned (--parallel): %s", e.Name(), why)
 		}
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output dir: %w", err)
+	}
 	wall := wallclock.New()
 	r, err := e.Run(ctx, env)
+	m.Experiment, m.TargetRows, m.Size, m.Params = e.Name(), e.TargetRows(), env.Size, env.Params
+	m.Seed = env.Config.Seed
+	m.Parallel = env.Parallel
+	m.Config = env.Config
+	finish := func(status string) error {
+		m.WallSeconds = float64(wall.Now()) / 1e9
+		m.Status = status
+		m.Files = append(m.Files, "manifest.json")
+		return WriteManifest(dir, m)
+	}
+	if interrupted(ctx) {
+		if r != nil && len(r.Rows) > 0 {
+			// Partial results: what completed, without a verdict.
+			r.Checks = nil
+			r.Notes = "**Interrupted**: only the points that completed before the interrupt are shown; the checks were not judged.\n\n" + r.Notes
+			r.Before = append(before, r.Before...)
+			if files, werr := WriteReport(dir, e, env, r, head); werr == nil {
+				m.Files = append(m.Files, files...)
+			}
+			m.Events += r.Events
+		}
+		if werr := finish(StatusInterrupted); werr != nil {
+			return r, werr
+		}
+		return r, fmt.Errorf("%s: %w", e.Name(), ErrInterrupted)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		err = fmt.Errorf("%s: %w", e.Name(), err)
+		if werr := finish("failed: " + err.Error()); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
+		return nil, err
 	}
 	r.Before = append(before, r.Before...)
 	files, err := WriteReport(dir, e, env, r, head)
@@ -38,18 +91,22 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 		return r, err
 	}
 	ok, _ := r.Passed()
-	m.Experiment, m.TargetRows, m.Size, m.Params = e.Name(), e.TargetRows(), env.Size, env.Params
-	m.WallSeconds = float64(wall.Now()) / 1e9
 	m.Events += r.Events
 	m.ChecksPassed = &ok
-	m.Files = append(m.Files, append(files, "manifest.json")...)
-	if m.Status == "" {
-		m.Status = fmt.Sprintf("experiment %s (%s) ran; checks: %s", e.Name(), env.Size, verdicts(r))
+	m.Files = append(m.Files, files...)
+	status := m.Status
+	if status == "" {
+		status = fmt.Sprintf("experiment %s (%s) ran; checks: %s", e.Name(), env.Size, verdicts(r))
 	}
-	m.Seed = env.Config.Seed
-	m.Parallel = env.Parallel
-	m.Config = env.Config
-	return r, WriteManifest(dir, m)
+	var failed error
+	if len(r.Failed) > 0 {
+		fe := &FailedError{Experiment: e.Name(), Failed: r.Failed, Points: max(r.Points, len(r.Failed))}
+		status, failed = "failed: "+fe.Error(), fe
+	}
+	if err := finish(status); err != nil {
+		return r, err
+	}
+	return r, failed
 }
 
 func verdicts(r *Results) string {
@@ -71,6 +128,12 @@ func ReadManifest(path string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	return DecodeManifest(path, b)
+}
+
+// DecodeManifest is ReadManifest of the bytes b read from path (path only
+// names it in errors).
+func DecodeManifest(path string, b []byte) (Manifest, error) {
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(b, &present); err != nil {
 		return Manifest{}, fmt.Errorf("%s: not a JSON object: %v", path, err)

@@ -194,6 +194,27 @@ type Results struct {
 	Events  uint64 // simulation events executed
 	Before  []Section
 	Files   []File // extra files for the report directory, e.g. a faults event log
+	// Failed lists the points that failed, one line each with what failed
+	// ("RoCE, 1 QP, loss 1% (QP error: retry limit)"): an error, a stalled
+	// job, a QP error or a wrong byte where the experiment set out to
+	// measure a completed run. A failure that is the experiment's finding
+	// (failover's RoCE cell, whose check asserts that it stalls) is not
+	// listed. Points is how many points ran, for "2 of 9 failed".
+	Failed []string
+	Points int
+}
+
+// FailedError is Execute's error for a run that completed with failed
+// points (Results.Failed): the report directory is complete and the
+// manifest's status says what failed.
+type FailedError struct {
+	Experiment string
+	Failed     []string
+	Points     int
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("%s: %d of %d points failed: %s", e.Experiment, len(e.Failed), e.Points, strings.Join(e.Failed, "; "))
 }
 
 // File is an extra output file of a run, written as is.

@@ -66,20 +66,35 @@ type foCell struct {
 	samples []float64 // Gb/s per interval
 }
 
-func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, err := collectives.ParseBytes(env.Params["bytes"])
+// params reads failover's parameters.
+func (failover) params(env *Env) (size uint64, cutAt, interval, deadline time.Duration, err error) {
+	r := newParamReader(env)
+	size = r.size("bytes")
+	d := r.durations("cutAt", "interval", "deadline")
+	return size, d[0], d[1], d[2], r.err()
+}
+
+// CheckParams implements ParamChecker.
+func (x failover) CheckParams(env *Env) error {
+	_, _, _, _, err := x.params(env)
+	return err
+}
+
+// PayloadBytesPerHost implements PayloadEstimator: the transfer is real
+// (verified byte for byte); its source and destination each hold it.
+func (x failover) PayloadBytesPerHost(env *Env) uint64 {
+	size, _, _, _, err := x.params(env)
 	if err != nil {
-		return nil, fmt.Errorf("exp.bytes: %w", err)
+		return 0
 	}
-	durs := map[string]time.Duration{}
-	for _, k := range []string{"cutAt", "interval", "deadline"} {
-		d, err := faults.ParseDuration(env.Params[k])
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("exp.%s: bad duration %q", k, env.Params[k])
-		}
-		durs[k] = d
+	return size
+}
+
+func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
+	size, cutAt, interval, deadline, err := x.params(env)
+	if err != nil {
+		return nil, err
 	}
-	cutAt, interval, deadline := durs["cutAt"], durs["interval"], durs["deadline"]
 	plan, err := faults.ParsePlan("failover", []byte(fmt.Sprintf("events:\n  - at: %dns\n    kind: link_down\n    target: busiest:t0-t1\n", cutAt.Nanoseconds())))
 	if err != nil {
 		return nil, err
@@ -164,6 +179,12 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		env.logf("failover: %s: %s, fault %s, bypass %s\n", cell.name, s.TransportOutcome, f.Outcome, usOrNever(f.BypassNs))
 	}
 	tw.Flush()
+	res.Points = len(cells)
+	// RoCE stalling (or erroring) is what the experiment shows, and its
+	// check asserts it; MRC not completing is a failure.
+	if s := cells[0].s; s.TransportOutcome != "completed" {
+		res.Failed = append(res.Failed, fmt.Sprintf("%s (transfer %s, %d QP errors)", cells[0].name, s.TransportOutcome, s.QPErrors))
+	}
 	res.Table, res.Plots = tb.String(), []Plot{tp}
 	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
 	m, r := cells[0].s, cells[1].s

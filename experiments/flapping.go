@@ -200,20 +200,45 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 	return o, nil
 }
 
-func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, err := collectives.ParseBytes(env.Params["size"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.size: %w", err)
+// flParams are flapping's parameters, read and checked.
+type flParams struct {
+	size                                     uint64
+	flapAt, flapFor, settle, after, interval time.Duration
+	payload                                  string
+}
+
+func (flapping) params(env *Env) (flParams, error) {
+	r := newParamReader(env)
+	var p flParams
+	p.size = r.size("size")
+	ds := r.durations("flapAt", "flapFor", "settle", "after", "interval")
+	p.flapAt, p.flapFor, p.settle, p.after, p.interval = ds[0], ds[1], ds[2], ds[3], ds[4]
+	p.payload = r.choice("payload", "real", "elided")
+	return p, r.err()
+}
+
+// CheckParams implements ParamChecker.
+func (x flapping) CheckParams(env *Env) error {
+	_, err := x.params(env)
+	return err
+}
+
+// PayloadBytesPerHost implements PayloadEstimator.
+func (x flapping) PayloadBytesPerHost(env *Env) uint64 {
+	p, err := x.params(env)
+	if err != nil || p.payload != "real" {
+		return 0
 	}
-	ds, err := parseDurations(env.Params, "flapAt", "flapFor", "settle", "after", "interval")
+	return collectiveBuffers(p.size)
+}
+
+func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
+	p, err := x.params(env)
 	if err != nil {
 		return nil, err
 	}
-	flapAt, flapFor, settle, after, interval := ds[0], ds[1], ds[2], ds[3], ds[4]
-	payload := env.Params["payload"]
-	if payload != "real" && payload != "elided" {
-		return nil, fmt.Errorf("exp.payload: want real or elided, got %q", payload)
-	}
+	size, payload := p.size, p.payload
+	flapAt, flapFor, settle, after, interval := p.flapAt, p.flapFor, p.settle, p.after, p.interval
 	cfg, err := override(env.Config, []string{"transport.payload=" + payload})
 	if err != nil {
 		return nil, err
@@ -225,7 +250,7 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 	flapEnd := sim.Time(flapAt + flapFor)
 	end := flapEnd + sim.Time(settle+after)
 	n := cfg.Fabric.Hosts
-	res := &Results{}
+	res := &Results{Points: 2}
 	var runs [2]*flOut
 	for i, p := range []*faults.Plan{nil, plan} {
 		if err := ctx.Err(); err != nil {
@@ -271,6 +296,7 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 		if o.err != nil {
 			result = "FAILED: " + o.err.Error()
+			res.Failed = append(res.Failed, fmt.Sprintf("%s (%v)", [2]string{"no faults", "flapping"}[i], o.err))
 		}
 		fmt.Fprintf(fw, "%s\t%d\t%d\t%d\t%d\t%s\n", [2]string{"no faults", "flapping"}[i], len(o.iters), o.qpErrors, o.retx, o.timeouts, result)
 	}

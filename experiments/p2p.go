@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/vcluster/vcluster/collectives"
@@ -100,18 +99,31 @@ func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *ui
 	return tr.RecvImmAt - tr.Start, tr.GoodputBps(), line, nil
 }
 
-func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
-	var writes []uint64
-	for _, s := range strings.Split(env.Params["writes"], ",") {
-		w, err := collectives.ParseBytes(s)
-		if err != nil {
-			return nil, fmt.Errorf("exp.writes: %w", err)
+// params reads p2p's parameters: the write sizes and the stream length.
+func (p2p) params(env *Env) (writes []uint64, stream uint64, err error) {
+	r := newParamReader(env)
+	for _, s := range r.list("writes") {
+		w, ok := parseParamBytes(s)
+		if !ok {
+			r.bad("writes", "%q is not a size; must be a comma-separated list of %ss", s, bytesRange)
+			break
 		}
 		writes = append(writes, w)
 	}
-	stream, err := collectives.ParseBytes(env.Params["stream"])
+	stream = r.size("stream")
+	return writes, stream, r.err()
+}
+
+// CheckParams implements ParamChecker.
+func (x p2p) CheckParams(env *Env) error {
+	_, _, err := x.params(env)
+	return err
+}
+
+func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
+	writes, stream, err := x.params(env)
 	if err != nil {
-		return nil, fmt.Errorf("exp.stream: %w", err)
+		return nil, err
 	}
 	res := &Results{Columns: []string{"transport", "path", "from", "to", "measure", "write_bytes", "latency_ns", "goodput_bps", "fraction_of_line_rate"}}
 	var tb bytes.Buffer

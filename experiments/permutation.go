@@ -107,14 +107,27 @@ func derangement(r *rand.Rand, n int) []int {
 	}
 }
 
-func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, err := collectives.ParseBytes(env.Params["bytes"])
-	if err != nil {
-		return nil, fmt.Errorf("exp.bytes: %w", err)
+// params reads permutation's parameters.
+func (permutation) params(env *Env) (size uint64, trials int, err error) {
+	r := newParamReader(env)
+	size = r.size("bytes")
+	trials = r.integer("trials", 1, 1000, "")
+	if env.Config.Fabric.Hosts < 2 {
+		r.errs = append(r.errs, fmt.Errorf("permutation needs ≥ 2 hosts (fabric.hosts = %d)", env.Config.Fabric.Hosts))
 	}
-	trials, err := strconv.Atoi(env.Params["trials"])
-	if err != nil || trials < 1 {
-		return nil, fmt.Errorf("exp.trials: bad value %q", env.Params["trials"])
+	return size, trials, r.err()
+}
+
+// CheckParams implements ParamChecker.
+func (x permutation) CheckParams(env *Env) error {
+	_, _, err := x.params(env)
+	return err
+}
+
+func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
+	size, trials, err := x.params(env)
+	if err != nil {
+		return nil, err
 	}
 	variants := []struct {
 		name, short string

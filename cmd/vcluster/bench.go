@@ -25,6 +25,7 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	(&runFlags{}).register(cmd.PersistentFlags())
+	limitLinger(cmd.PersistentFlags())
 	cmd.AddCommand(newBenchLoopCmd(), newBenchFabricCmd())
 	for _, mk := range benchCommands {
 		cmd.AddCommand(mk())
@@ -52,6 +53,7 @@ func newBenchLoopCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&events, "events", 20_000_000, "events to run per measurement")
+	limit(cmd.Flags(), "events", intIn(1, 100*maxFlagCount, ""))
 	return cmd
 }
 
@@ -78,5 +80,6 @@ func newBenchFabricCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&hops, "hops", 10_000_000, "packet-hops per measurement")
+	limit(cmd.Flags(), "hops", intIn(1, 100*maxFlagCount, ""))
 	return cmd
 }

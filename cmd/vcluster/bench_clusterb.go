@@ -39,6 +39,9 @@ setting.`,
 			if err != nil {
 				return err
 			}
+			if err := checkMemory(cfg, 0); err != nil {
+				return err
+			}
 			if memLimit > 0 {
 				// Collect only near the limit: a collection marks the whole
 				// multi-GiB fabric, and the run allocates little (pools,
@@ -90,8 +93,10 @@ setting.`,
 	})
 	parallel = addParallelFlag(cmd)
 	cmd.Flags().IntVar(&perT0, "hosts-per-t0", 16, "hosts under each T0 that take part in the permutation")
-	cmd.Flags().Uint64Var(&size, "bytes", 12<<20, "bytes per flow")
+	bytesVar(cmd.Flags(), &size, "bytes", 12<<20, 1, tib, "bytes per flow, with K, M, G or T (powers of 1024)")
 	cmd.Flags().Int64Var(&memLimit, "mem-limit-gib", 15, "Go soft memory limit in GiB; the collector runs only near it (0: no limit, the default collector pacing)")
+	limit(cmd.Flags(), "hosts-per-t0", intIn(1, 256, "cluster B has 256 hosts under each T0"))
+	limit(cmd.Flags(), "mem-limit-gib", intIn(0, 1<<20, "0: no limit"))
 	cmd.Flags().BoolVar(&buildOnly, "build-only", false, "build the cluster, report, and stop")
 	addPermBenchFlags(cmd, 12)
 	return cmd

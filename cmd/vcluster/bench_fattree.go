@@ -45,6 +45,9 @@ settings.`,
 			if err != nil {
 				return err
 			}
+			if err := checkMemory(cfg, size); err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			wall0, cpu0 := time.Now(), userCPU()
 			adviseHugeHeap(cmd)
@@ -76,7 +79,8 @@ settings.`,
 	})
 	parallel = addParallelFlag(cmd)
 	cmd.Flags().IntVar(&k, "k", 16, "fat-tree arity (k³/4 hosts)")
-	cmd.Flags().Uint64Var(&size, "bytes", cluster.HtsimFlowBytes, "bytes per flow")
+	limit(cmd.Flags(), "k", intIn(2, 256, "even"))
+	bytesVar(cmd.Flags(), &size, "bytes", cluster.HtsimFlowBytes, 1, tib, "bytes per flow, with K, M, G or T (powers of 1024)")
 	addPermBenchFlags(cmd, 1)
 	return cmd
 }
@@ -167,6 +171,7 @@ func addPermBenchFlags(cmd *cobra.Command, hugeGiB int) {
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	f.String("memprofile", "", "write a heap (allocation) profile after the run to this file")
 	f.Bool("prefetch", true, "prefetch the memory of upcoming events (set false to measure what it is worth; results are the same)")
+	limit(f, "huge-pages-gib", intIn(0, 1024, "0: leave the heap as the Go runtime maps it"))
 }
 
 // adviseHugeHeap grows the heap by --huge-pages-gib advised for huge pages
@@ -196,6 +201,7 @@ func runPermBench(cmd *cobra.Command, c *cluster.Cluster, name string, perm []in
 	memProf, _ := f.GetString("memprofile")
 	on, _ := f.GetBool("prefetch")
 	c.SetPrefetch(on)
+	stopsOnInterrupt()
 	obs, stopObs, err := benchObserver(cmd)
 	if err != nil {
 		return r, 0, 0, err
@@ -211,7 +217,11 @@ func runPermBench(cmd *cobra.Command, c *cluster.Cluster, name string, perm []in
 	r, err = c.RunPermutation(perm, size)
 	el, cpu = time.Since(runWall), userCPU()-runCPU
 	stop()
+	where := virtualAt(c.Now())
 	obs.End()
+	if interrupted(cmd.Context()) {
+		return r, el, cpu, interruptedError(where, "the benchmark did not finish: no result")
+	}
 	if err != nil {
 		return r, el, cpu, err
 	}

@@ -41,6 +41,9 @@ func newBenchHostsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkMemory(cfg, 0); err != nil {
+				return err
+			}
 			h0 := liveHeap()
 			loop := sim.NewLoop(sim.Options{Seed: cfg.Seed})
 			t0 := time.Now()
@@ -70,5 +73,8 @@ func newBenchHostsCmd() *cobra.Command {
 	cmd.Flags().IntVar(&hosts, "hosts", 8192, "hosts to build (fabric.hosts)")
 	cmd.Flags().IntVar(&perT0, "hosts-per-t0", 32, "hosts per T0 (fabric.hostsPerT0)")
 	cmd.Flags().IntVar(&t1, "t1", 32, "T1 switches per plane (fabric.t1PerPlane)")
+	limit(cmd.Flags(), "hosts", intIn(1, maxFlagHosts, ""))
+	limit(cmd.Flags(), "hosts-per-t0", intIn(1, 4096, ""))
+	limit(cmd.Flags(), "t1", intIn(1, 4096, ""))
 	return cmd
 }

@@ -96,5 +96,9 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 	cmd.Flags().IntSliceVar(&chains, "chains", []int{1, 8, 16, 24}, "numbers of chains followed together")
 	cmd.Flags().IntVar(&reads, "reads", 16_000_000, "line reads per measurement (an eighth with one chain)")
 	cmd.Flags().IntSliceVar(&lines, "lines", []int{4, 8, 12}, "cold lines per packet-hop for the ceiling line")
+	limit(cmd.Flags(), "sizes", listOf(intIn(1, 1<<20, "MiB")))
+	limit(cmd.Flags(), "chains", listOf(intIn(1, 1024, "")))
+	limit(cmd.Flags(), "reads", intIn(1, 100*maxFlagCount, ""))
+	limit(cmd.Flags(), "lines", listOf(intIn(1, 1024, "")))
 	return cmd
 }

@@ -37,6 +37,10 @@ simulated per wall-clock second.`,
 			if err != nil {
 				return err
 			}
+			if err := checkMemory(cfg, size); err != nil {
+				return err
+			}
+			stopsOnInterrupt()
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%s, %d QP(s), %d bytes, payload %s, GOMAXPROCS %d\n", cfg.Transport.Kind, cfg.Transport.QPsPerConnection, size, cfg.Transport.Payload, runtime.GOMAXPROCS(0))
 			fmt.Fprintf(w, "%-7s %12s %8s %10s %8s %12s %12s %10s\n", "loss", "goodput", "of line", "data pkts", "retx", "wall", "Mpkt/s", "Mevents/s")
@@ -44,6 +48,9 @@ simulated per wall-clock second.`,
 				start := time.Now()
 				r, err := cluster.RunP2PParallel(cfg, *parallel, 0, cfg.Fabric.Hosts-1, size, loss)
 				el := time.Since(start)
+				if interrupted(cmd.Context()) {
+					return interruptedError(fmt.Sprintf("(loss %g%%)", loss*100), "the rows above are complete")
+				}
 				if err != nil {
 					return err
 				}
@@ -54,8 +61,9 @@ simulated per wall-clock second.`,
 			return nil
 		},
 	}
-	cmd.Flags().Uint64Var(&size, "size", 1<<30, "bytes to transfer")
+	bytesVar(cmd.Flags(), &size, "size", 1<<30, 1, tib, "bytes to transfer, with K, M, G or T (powers of 1024)")
 	cmd.Flags().Float64SliceVar(&losses, "loss", []float64{0, 0.001, 0.01}, "loss rates per link")
+	limit(cmd.Flags(), "loss", listOf(lossRate()))
 	parallel = addParallelFlag(cmd)
 	return cmd
 }

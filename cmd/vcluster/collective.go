@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,6 +77,15 @@ one fabric link delay later).`,
 	f.StringVar(&workload, "workload", "", "run op:algo:size[@group],… per iteration instead (group: ranks per concurrent group)")
 	f.BoolVar(&list, "list", false, "list the algorithms and exit")
 	parallel := addParallelFlag(cmd)
+	limit(f, "hosts", intIn(0, maxFlagHosts, "0: the preset's"))
+	limit(f, "ranks", intIn(0, maxFlagHosts, "0: every host"))
+	limit(f, "iters", intIn(1, maxFlagCount, ""))
+	limit(f, "warmup", intIn(0, maxFlagCount, ""))
+	limit(f, "root", intIn(0, maxFlagHosts, "a rank below --ranks"))
+	limit(f, "chunk", sizeIn(1, 2<<30))
+	limit(f, "sizes", sizeRangeIn(1, tib))
+	limit(f, "reduce-rate", floatIn(0, 1e15, false, "a reduction speed", "bytes/s (0: reductions take no time)"))
+	limit(f, "loss", lossRate())
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		w := cmd.OutOrStdout()
@@ -88,7 +98,7 @@ one fabric link delay later).`,
 		if check != "on" && check != "off" {
 			return usageError(fmt.Errorf("--check: want on or off, got %q", check))
 		}
-		chunkB, err := collectives.ParseBytes(chunk)
+		chunkB, err := parseByteSize(chunk)
 		if err != nil {
 			return usageError(fmt.Errorf("--chunk: %v", err))
 		}
@@ -110,9 +120,19 @@ one fabric link delay later).`,
 			if alg, err = collectives.Lookup(op, algo); err != nil {
 				return usageError(fmt.Errorf("--algo: %v", err))
 			}
-			if sz, err = collectives.ParseSizeRange(sizes); err != nil {
+			lo, hi, ok := strings.Cut(sizes, ":")
+			if !ok {
+				hi = lo
+			}
+			a, err := parseByteSize(lo)
+			if err != nil {
 				return usageError(fmt.Errorf("--sizes: %v", err))
 			}
+			b, err := parseByteSize(hi)
+			if err != nil {
+				return usageError(fmt.Errorf("--sizes: %v", err))
+			}
+			sz = collectives.Sizes(a, b)
 		}
 		// Defaults and shorthands go before the user's --set values, which win.
 		pre := []string{"fabric.preset=C"}
@@ -137,6 +157,19 @@ one fabric link delay later).`,
 		if err != nil {
 			return err
 		}
+		stopsOnInterrupt()
+		// The largest size's send, receive and scratch buffers on every
+		// host (all of a workload's items: they share an iteration).
+		var need uint64
+		for _, b := range sz {
+			need = max(need, 3*b)
+		}
+		for _, it := range items {
+			need += 3 * it.Bytes
+		}
+		if err := checkMemory(cfg, need); err != nil {
+			return err
+		}
 		c, err := parallelCluster(cfg, *parallel)
 		if err != nil {
 			return usageError(err)
@@ -156,6 +189,13 @@ one fabric link delay later).`,
 				opt.Hosts = append(opt.Hosts, h)
 			}
 		}
+		n := len(c.Hosts)
+		if ranks > 0 {
+			n = ranks
+		}
+		if root >= n {
+			return usageError(fmt.Errorf("--root: %d is out of range; must be a rank in [0, %d]", root, n-1))
+		}
 		m, err := collectives.New(c, opt)
 		if err != nil {
 			return usageError(err)
@@ -167,8 +207,12 @@ one fabric link delay later).`,
 			fmt.Fprintln(w, "# check: skipped — the payload is elided, there are no bytes to verify")
 		}
 		start := time.Now()
+		ctx := cmd.Context()
 		if workload != "" {
 			r, err := m.RunWorkload(items, iters)
+			if interrupted(ctx) {
+				return interruptedError(virtualAt(c.Now())+" (workload)", "no iteration result is complete")
+			}
 			if err != nil {
 				return err
 			}
@@ -187,10 +231,34 @@ one fabric link delay later).`,
 			if err := writeOut(jsonFile, func(f io.Writer) error { return collectives.WriteJSON(f, r) }); err != nil {
 				return err
 			}
-			return writeTrace(traceFile, m)
+			if err := writeTrace(traceFile, m); err != nil {
+				return err
+			}
+			for i, row := range r.PerItem {
+				for k, x := range row {
+					if x.Check == collectives.CheckFailed {
+						return fmt.Errorf("iteration %d, %s: %d wrong elements", i, items[k], x.Wrong)
+					}
+				}
+			}
+			return nil
 		}
 		fmt.Fprintf(w, "# %s, algorithm %s: %s\n", op, alg.Name, alg.Doc)
 		rs, err := m.Sweep(alg, sz, collectives.RunOptions{Iters: iters, Warmup: warmup, Root: root})
+		if interrupted(ctx) {
+			// The size that was running did not finish: only the rows
+			// before it are results.
+			collectives.WriteTable(w, rs)
+			where := fmt.Sprintf("%s (size %d of %d)", virtualAt(c.Now()), len(rs)+1, len(sz))
+			left := fmt.Sprintf("%d complete row(s) above", len(rs))
+			if werr := writeOut(csvFile, func(f io.Writer) error { return collectives.WriteCSV(f, rs) }); werr == nil && csvFile != "" {
+				left += ", in " + csvFile
+			}
+			if werr := writeOut(jsonFile, func(f io.Writer) error { return collectives.WriteJSON(f, rs) }); werr == nil && jsonFile != "" {
+				left += ", in " + jsonFile
+			}
+			return interruptedError(where, left)
+		}
 		collectives.WriteTable(w, rs)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/faults"
 )
 
@@ -19,7 +20,7 @@ func newDrillCmd() *cobra.Command {
 		at, dur, deadline                    time.Duration
 		src, dst                             int
 		size                                 uint64
-		mapper, baseline, asJSON             bool
+		mapper, baseline, asJSON, hold       bool
 		period                               time.Duration
 	)
 	cmd := &cobra.Command{
@@ -36,7 +37,12 @@ With --parallel N the cluster runs partitioned on N goroutines: the plan,
 Clustermapper, the controller and the recorder act between windows, with
 every partition stopped, at exactly their times. The summary and the
 event log are the same for every N ≥ 1 (the classic loop, 0, orders
-simultaneous frame arrivals differently, so its numbers differ slightly).`,
+simultaneous frame arrivals differently, so its numbers differ slightly).
+
+Exit status: 0 when the job completed with every byte verified and no QP
+in error; 1 when it stalled, a QP errored or a byte was wrong (the last
+line of stderr says which); 2 for invalid flags, config or plan; 130 when
+interrupted (SIGINT/SIGTERM: the event log so far is flushed).`,
 		Example: `  vcluster drill --plan plan.yaml --preset C
   vcluster drill --scenario t1-reboot --at 300us --duration 500us --workload shift
   vcluster drill --plan plan.yaml --set fabric.forwarding=ecmp --set transport.kind=roce --log events.jsonl
@@ -53,13 +59,20 @@ simultaneous frame arrivals differently, so its numbers differ slightly).`,
 	f.StringVar(&pattern, "workload", "p2p", "p2p (--src → --dst), shift (host i → i+n/2) or alltoall")
 	f.IntVar(&src, "src", 0, "p2p source host")
 	f.IntVar(&dst, "dst", -1, "p2p destination host (default: the last host)")
-	f.Uint64Var(&size, "bytes", 16<<20, "bytes per transfer")
+	bytesVar(f, &size, "bytes", 16<<20, 1, tib, "bytes per transfer, with K, M, G or T (powers of 1024)")
 	f.BoolVar(&mapper, "mapper", true, "run Clustermapper and the policy controller (uSID Clos only)")
 	f.DurationVar(&period, "period", time.Second, "policy controller period")
 	f.BoolVar(&baseline, "baseline", true, "also run without faults, for the slowdown")
 	f.DurationVar(&deadline, "deadline", time.Second, "virtual-time limit")
 	f.StringVar(&logPath, "log", "", "write the event log (JSON lines) to `file`")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	f.BoolVar(&hold, "hold-until-plan-end", false, "keep the workload running (the same transfers again) until the plan's last fault is over, so every fault is judged under traffic; off, a fault that starts after the job ended is reported after_job_end")
+	limit(f, "at", durationIn(0, maxFlagTime, false))
+	limit(f, "duration", durationIn(0, maxFlagTime, true))
+	limit(f, "src", intIn(0, maxFlagHosts, ""))
+	limit(f, "dst", intIn(-1, maxFlagHosts, "-1: the last host"))
+	limit(f, "period", durationIn(0, maxFlagTime, true))
+	limit(f, "deadline", durationIn(0, maxFlagTime, true))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
@@ -85,8 +98,19 @@ simultaneous frame arrivals differently, so its numbers differ slightly).`,
 		if dst < 0 {
 			dst = cfg.Fabric.Hosts - 1
 		}
+		if src >= cfg.Fabric.Hosts || dst >= cfg.Fabric.Hosts {
+			return usageError(fmt.Errorf("--src %d / --dst %d: must be hosts in [0, %d]", src, dst, cfg.Fabric.Hosts-1))
+		}
+		// Every host of shift and alltoall sends and receives: source and
+		// destination buffers of --bytes each.
+		if err := checkMemory(cfg, 2*size); err != nil {
+			return err
+		}
+		stopsOnInterrupt()
+		var c *cluster.Cluster
 		o := faults.DrillOptions{Plan: plan, Workload: faults.Workload{Pattern: pattern, Src: src, Dst: dst, Bytes: size},
-			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline, Parallel: *parallel}
+			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline, Parallel: *parallel, HoldUntilPlanEnd: hold,
+			OnCluster: func(cl *cluster.Cluster) { c = cl }}
 		if logPath != "" {
 			lf, err := os.Create(logPath)
 			if err != nil {
@@ -96,6 +120,17 @@ simultaneous frame arrivals differently, so its numbers differ slightly).`,
 			o.Log = lf
 		}
 		s, err := faults.Drill(cfg, o)
+		if interrupted(cmd.Context()) {
+			where := ""
+			if c != nil {
+				where = virtualAt(c.Now())
+			}
+			left := "the summary is incomplete and not printed"
+			if logPath != "" {
+				left += "; event log so far in " + logPath
+			}
+			return interruptedError(where, left)
+		}
 		if err != nil {
 			if _, ok := err.(faults.Errors); ok {
 				return usageError(fmt.Errorf("invalid fault plan:\n%w", err))
@@ -106,9 +141,17 @@ simultaneous frame arrivals differently, so its numbers differ slightly).`,
 		if asJSON {
 			e := json.NewEncoder(w)
 			e.SetIndent("", "  ")
-			return e.Encode(s)
+			if err := e.Encode(s); err != nil {
+				return err
+			}
+		} else {
+			s.WriteSummary(w)
 		}
-		s.WriteSummary(w)
+		// A stalled job, a QP error or a wrong byte is a failed drill
+		// (exit status 1), said on the last line.
+		if err := s.Failed(); err != nil {
+			return fmt.Errorf("drill failed: %w", err)
+		}
 		return nil
 	}
 	return cmd

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,7 +33,11 @@ experiment parameters are --set exp.<key>=value or an exp: section in the
 writes manifest.json, config.yaml, results.csv, results.json, report.md,
 report.html (plots embedded) and the plots as PNG and SVG. The exit status
 is 0 when the run completed, whatever the check says: a shape that differs
-from the published one is a finding.
+from the published one is a finding. It is 1 when a row failed (an error,
+a stalled job, a QP error, a wrong byte; the report is still written and
+the last line of stderr says what failed), 2 for invalid parameters
+(checked before anything runs or is written) and 130 when interrupted
+(SIGINT/SIGTERM: the manifest says "interrupted").
 
 --manifest dir/manifest.json runs again exactly what that manifest recorded
 into --out (the name, if given, must match it); results.csv comes out
@@ -122,17 +127,31 @@ windows.`,
 				if err != nil {
 					return usageError(err)
 				}
-				jobs = append(jobs, &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment"), parallel: *parallel})
+				j := &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment"), parallel: *parallel}
+				if err := j.check(); err != nil {
+					return err
+				}
+				jobs = append(jobs, j)
 			}
 			obs, stop, err := rf.startObserver(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer stop()
-			var differs []string
+			var differs, failed []string
 			for _, j := range jobs {
-				if err := j.runWith(cmd, obs); err != nil {
+				err := j.runWith(cmd, obs)
+				var ee *exitError
+				switch {
+				case errors.As(err, &ee) && ee.code == exitInterrupted:
+					return err // no further experiments
+				case err != nil && len(jobs) == 1:
 					return err
+				case err != nil:
+					// The others still run; the exit status says one failed.
+					fmt.Fprintf(cmd.ErrOrStderr(), "vcluster: %s: %v\n", j.e.Name(), err)
+					failed = append(failed, j.e.Name())
+					continue
 				}
 				fmt.Fprintln(w)
 				b, _ := readManifestPassed(j.cfg.Output.Dir)
@@ -143,6 +162,9 @@ windows.`,
 			if len(differs) > 0 {
 				fmt.Fprintf(w, "shape differs from TARGETS in: %s\n", strings.Join(differs, ", "))
 			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d experiments failed: %s (see above)", len(failed), len(jobs), strings.Join(failed, ", "))
+			}
 			return nil
 		},
 	}
@@ -151,6 +173,7 @@ windows.`,
 	cmd.Flags().BoolVar(&full, "full", false, "full size")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
 	rf = addRunFlags(cmd)
+	limitLinger(cmd.Flags())
 	parallel = addParallelFlag(cmd)
 	return cmd
 }

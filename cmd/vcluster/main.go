@@ -1,11 +1,15 @@
 // Command vcluster is the virtual-cluster network simulator: multi-plane
 // Clos fabrics carrying MRC and RoCEv2 transports.
 //
-// Exit status: 0 on success, 2 for an invalid configuration or command
-// line, 1 for any other failure.
+// Exit status: 0 on success; 2 for an invalid configuration or command
+// line (refused before anything runs or is written); 1 for a run that
+// failed — an error, a failed row, a stalled job, a QP error, a wrong
+// byte — with what failed on the last line of stderr; 130 for a run
+// stopped by SIGINT or SIGTERM (it flushes what it has first).
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +17,21 @@ import (
 )
 
 func main() {
-	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := catchInterrupts()
+	code := executeContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // execute runs the root command with args and returns the exit status. It
 // prints any error to stderr, one problem per line.
 func execute(args []string, stdout, stderr io.Writer) int {
+	return executeContext(context.Background(), args, stdout, stderr)
+}
+
+// executeContext is execute with ctx as the commands' context (main's is
+// cancelled by SIGINT/SIGTERM, see catchInterrupts).
+func executeContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	if args == nil {
 		args = []string{} // nil would make cobra read os.Args
@@ -26,7 +39,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}

@@ -109,6 +109,24 @@ func (o *observer) Watch(c *cluster.Cluster) {
 	o.publish(true)
 }
 
+// where says where the run is, for the interrupt line: the virtual time
+// of the cluster being simulated and the point ("at virtual time 1.234 ms
+// (point 3 of 9: RoCE, 1 QP, loss 1%)"). Call it on the simulation
+// goroutine after the run returned, before End.
+func (o *observer) where() string {
+	t := o.virtual
+	if o.cur != nil {
+		t = o.cur.Now()
+	}
+	s := virtualAt(t)
+	if o.n > 0 {
+		s += fmt.Sprintf(" (point %d of %d: %s)", o.i+1, o.n, o.label)
+	} else if o.exp != "" {
+		s += " (" + o.exp + ")"
+	}
+	return s
+}
+
 // End closes the phase: final counters, the display's summary line.
 func (o *observer) End() {
 	o.fold()
@@ -152,7 +170,7 @@ func (o *observer) status() progressStatus {
 		o.rateWall, o.rateEvents, o.rateSet = now, ev, true
 	}
 	s := progressStatus{exp: o.exp, i: o.i, n: o.n, label: o.label, virtual: time.Duration(o.virtual),
-		events: ev, rate: o.rate, elapsed: time.Duration(now - o.expStart), eta: -1}
+		events: ev, rate: o.rate, elapsed: time.Duration(now - o.expStart), eta: -1, interrupted: sim.Interrupted()}
 	// ETA from the points done so far: their mean wall time times the
 	// points left, the current one included.
 	if o.i > 0 && o.n > o.i {
@@ -329,6 +347,9 @@ type progressStatus struct {
 	rate    float64 // events per wall second
 	elapsed time.Duration
 	eta     time.Duration // < 0: unknown
+	// interrupted: a signal stopped the run (sim.Interrupt), so the phase
+	// ends "interrupted at point i/n", not "done".
+	interrupted bool
 }
 
 func (s progressStatus) pointText() string {
@@ -343,6 +364,13 @@ func (s progressStatus) pointText() string {
 }
 
 func (s progressStatus) doneText() string {
+	if s.interrupted {
+		t := "interrupted"
+		if s.n > 0 {
+			t += fmt.Sprintf(" at point %d/%d", s.i+1, s.n)
+		}
+		return t + fmt.Sprintf(", %d events, %v", s.events, s.elapsed.Round(100*time.Millisecond))
+	}
 	t := "done"
 	if s.n == 1 {
 		t += ", 1 point"

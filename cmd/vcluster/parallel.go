@@ -18,6 +18,7 @@ import (
 func addParallelFlag(cmd *cobra.Command) *int {
 	n := new(int)
 	cmd.Flags().IntVar(n, "parallel", 0, "run the fabric cut into partitions (pods / T0 groups) on N goroutines; results are identical for every N ≥ 1 and differ slightly from the classic single loop's (0)")
+	limit(cmd.Flags(), "parallel", intIn(0, maxFlagWorkers, "0: the classic single loop"))
 	return n
 }
 

@@ -36,9 +36,18 @@ func newPingCmd() *cobra.Command {
 	f.DurationVar(&interval, "interval", time.Millisecond, "virtual time between requests")
 	f.StringVar(&pcapFile, "pcap", "", "capture the source NIC's port in that plane to `file`")
 	parallel := addParallelFlag(cmd)
+	limit(f, "from", intIn(0, maxFlagHosts, "a host of the cluster"))
+	limit(f, "to", intIn(-1, maxFlagHosts, "-1: the last host"))
+	limit(f, "plane", intIn(0, 1024, "a plane of the cluster"))
+	limit(f, "count", intIn(1, 1_000_000, ""))
+	limit(f, "payload", intIn(0, 65535, "at most fabric.mtu − 48 bytes"))
+	limit(f, "interval", durationIn(0, maxFlagTime, true))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
+			return err
+		}
+		if err := checkMemory(cfg, 0); err != nil {
 			return err
 		}
 		c, err := parallelCluster(cfg, *parallel)

@@ -34,23 +34,51 @@ func replay(cmd *cobra.Command, path, out, name string, rf *runFlags) error {
 	if err != nil {
 		return usageError(fmt.Errorf("invalid manifest %s:\n%w", path, err))
 	}
+	// A partitioned run (manifest parallel ≥ 1) is replayed partitioned,
+	// with the recorded worker count unless --parallel says otherwise
+	// (results are the same for every N ≥ 1, not for 0 against N ≥ 1).
+	parallel := -1
+	if f := cmd.Flags().Lookup("parallel"); f != nil && f.Changed {
+		if parallel, err = cmd.Flags().GetInt("parallel"); err != nil {
+			return usageError(err)
+		}
+	}
+	j, warnings, err := replayPlan(m, path, out, name, parallel)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "replaying %s: %s (%s), seed %d, into %s\n", path, j.e.Name(), m.Size, j.cfg.Seed, out)
+	return j.run(cmd, rf)
+}
+
+// replayPlan turns the manifest m read from path into the job that runs it
+// again into out, checked as any run is before it starts (experiment,
+// parameters and their ranges, config, --parallel, memory): everything a
+// replay does short of running. name, if not empty, must name m's
+// experiment; parallel ≥ 0 overrides the recorded --parallel. Problems are
+// usage errors naming the manifest field; warnings are for stderr.
+func replayPlan(m manifest, path, out, name string, parallel int) (*job, []string, error) {
 	e, cfg, err := m.Replay()
 	if err != nil {
-		return usageError(fmt.Errorf("invalid manifest %s:\n%w", path, err))
+		return nil, nil, usageError(fmt.Errorf("invalid manifest %s:\n%w", path, err))
 	}
 	if name != "" {
 		want, err := experiments.Lookup(name)
 		if err != nil {
-			return usageError(err)
+			return nil, nil, usageError(err)
 		}
 		if want.Name() != e.Name() {
-			return usageError(fmt.Errorf("invalid manifest %s:\nexperiment: is %q, the command asks for %q", path, e.Name(), want.Name()))
+			return nil, nil, usageError(fmt.Errorf("invalid manifest %s:\nexperiment: is %q, the command asks for %q", path, e.Name(), want.Name()))
 		}
 	}
+	var warnings []string
 	v, g, gv := buildVersions()
 	if m.Version != v || m.GoVersion != g || m.GvisorVersion != gv {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s was written by vcluster %s (%s, gvisor %s); this is %s (%s, gvisor %s): results may differ\n",
-			path, m.Version, m.GoVersion, m.GvisorVersion, v, g, gv)
+		warnings = append(warnings, fmt.Sprintf("%s was written by vcluster %s (%s, gvisor %s); this is %s (%s, gvisor %s): results may differ",
+			path, m.Version, m.GoVersion, m.GvisorVersion, v, g, gv))
 	}
 	cfg.Output.Dir = out
 	abs, err := filepath.Abs(path)
@@ -64,28 +92,26 @@ func replay(cmd *cobra.Command, path, out, name string, rf *runFlags) error {
 	if preflight {
 		base.Command = "run"
 	}
-	// A partitioned run (manifest parallel ≥ 1) is replayed partitioned,
-	// with the recorded worker count unless --parallel says otherwise
-	// (results are the same for every N ≥ 1, not for 0 against N ≥ 1).
-	parallel := m.Parallel
-	if f := cmd.Flags().Lookup("parallel"); f != nil && f.Changed {
-		if parallel, err = cmd.Flags().GetInt("parallel"); err != nil {
-			return usageError(err)
-		}
-		if (parallel > 0) != (m.Parallel > 0) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s was run with --parallel %d, this replay uses --parallel %d: the classic loop (0) and partitioned runs (≥ 1) break equal-time ties differently, results may differ\n", path, m.Parallel, parallel)
-		}
+	if parallel < 0 {
+		parallel = m.Parallel
+	} else if (parallel > 0) != (m.Parallel > 0) {
+		warnings = append(warnings, fmt.Sprintf("%s was run with --parallel %d, this replay uses --parallel %d: the classic loop (0) and partitioned runs (≥ 1) break equal-time ties differently, results may differ", path, m.Parallel, parallel))
+	}
+	if m.Parallel < 0 || m.Parallel > maxFlagWorkers {
+		return nil, nil, usageError(fmt.Errorf("invalid manifest %s:\nparallel: %d is out of range; must be an integer in [0, %d]", path, m.Parallel, maxFlagWorkers))
 	}
 	if err := checkParallelExperiments(parallel, []experiments.Experiment{e}); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := checkParallelConfig(parallel, cfg); err != nil {
-		return err
+		return nil, nil, err
 	}
 	j := &job{e: e, cfg: cfg, size: m.Size, params: m.Params, preflight: preflight,
 		head: "cluster " + clusterHead(cfg), m: base, parallel: parallel}
-	fmt.Fprintf(cmd.ErrOrStderr(), "replaying %s: %s (%s), seed %d, into %s\n", path, e.Name(), m.Size, cfg.Seed, out)
-	return j.run(cmd, rf)
+	if err := j.check(); err != nil {
+		return nil, nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	return j, warnings, nil
 }
 
 // sameDir reports whether a and b are the same existing directory.

@@ -34,6 +34,7 @@ docs/config.md), on top of the defaults and fabric.preset, then applies each
 	pf.String("config", "", "YAML config `file` (see docs/config.md)")
 	pf.StringArray("set", nil, "override one config value as `key=value` with a dotted lowerCamel key, e.g. fabric.planes=8; lists are comma-separated; repeatable, later wins")
 	pf.Uint64("seed", 0, "override the config's seed (default: seed from the config, 1)")
+	limit(pf, "seed", uintAny())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 
 	root.AddCommand(newVersionCmd(), newRunCmd())
@@ -53,36 +54,54 @@ docs/config.md), on top of the defaults and fabric.preset, then applies each
 // unreadable file included, is returned as a usage error (exit status 2)
 // whose message lists one problem per line.
 func loadConfig(cmd *cobra.Command) (config.Config, error) {
+	path, sets, err := configSources(cmd)
+	if err != nil {
+		return config.Config{}, err
+	}
+	cfg, err := loadConfigFrom(path, sets)
+	if err != nil {
+		return config.Config{}, usageError(flagConfigError(cmd, err))
+	}
+	return cfg, nil
+}
+
+// configSources returns cmd's --config path and its --set values with
+// --seed appended.
+func configSources(cmd *cobra.Command) (path string, sets []string, err error) {
 	flags := cmd.Flags()
-	var path string
-	var sets []string
 	if f := flags.Lookup("config"); f != nil {
 		path = f.Value.String()
 	}
 	if f := flags.Lookup("set"); f != nil {
 		s, err := flags.GetStringArray("set")
 		if err != nil {
-			return config.Config{}, usageError(err)
+			return "", nil, usageError(err)
 		}
 		sets = append(sets, s...)
 	}
 	if f := flags.Lookup("seed"); f != nil && f.Changed {
 		seed, err := flags.GetUint64("seed")
 		if err != nil {
-			return config.Config{}, usageError(err)
+			return "", nil, usageError(err)
 		}
 		sets = append(sets, "seed="+strconv.FormatUint(seed, 10))
 	}
+	return path, sets, nil
+}
+
+// loadConfigFrom is config.Load of the file at path (without its exp
+// section) and sets; the error lists one problem per line.
+func loadConfigFrom(path string, sets []string) (config.Config, error) {
 	// An exp: section (experiment parameters, see expconfig.go) is not the
 	// config package's business.
 	loadPath, cleanup, err := withoutExpSection(path)
 	if err != nil {
-		return config.Config{}, usageError(fmt.Errorf("invalid configuration:\n%w", err))
+		return config.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	defer cleanup()
 	cfg, err := config.Load(loadPath, sets)
 	if err != nil {
-		return config.Config{}, usageError(fmt.Errorf("invalid configuration:\n%w", err))
+		return config.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return cfg, nil
 }

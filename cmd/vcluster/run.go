@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,7 +49,12 @@ every link. It prints the table and the check, and writes a report directory:
 
 Experiment parameters are set with --set exp.<key>=value or in an exp:
 section of the --config file (see 'vcluster experiment list'). An invalid
-configuration exits with status 2 before anything is created.
+configuration, an experiment parameter out of range or a run that cannot
+fit in memory exits with status 2 before anything is created. A failed
+row (an error, a stalled job, a QP error, a wrong byte) exits 1 after the
+report is written, with what failed on the last line of stderr. SIGINT or
+SIGTERM stops the run at the next event boundary: the manifest says
+"interrupted", the points done so far are written, and it exits 130.
 
 --manifest dir/manifest.json runs again exactly what that manifest recorded
 (experiment, size, parameters, resolved config, seed) into --out: its
@@ -102,6 +109,9 @@ its own classic cluster.`,
 				return err
 			}
 			j := &job{e: e, cfg: cfg, size: size, params: p, preflight: true, m: baseManifest(cmd, cfg, "run"), parallel: *parallel}
+			if err := j.check(); err != nil {
+				return err
+			}
 			return j.run(cmd, rf)
 		},
 	}
@@ -110,6 +120,7 @@ its own classic cluster.`,
 	cmd.Flags().BoolVar(&full, "full", false, "run the experiment at its full size")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
 	rf = addRunFlags(cmd)
+	limitLinger(cmd.Flags())
 	parallel = addParallelFlag(cmd)
 	return cmd
 }
@@ -139,11 +150,17 @@ func (j *job) run(cmd *cobra.Command, rf *runFlags) error {
 }
 
 func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
+	stopsOnInterrupt()
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	m, err := startManifest(j.m, j.cfg, j.preflight)
 	if err != nil {
 		return err
 	}
-	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Progress: obs.Log(), Observer: obs, Parallel: j.parallel}
+	dir := j.cfg.Output.Dir
+	env := j.env(obs)
 	head, before := j.head, []experiments.Section(nil)
 	if j.preflight {
 		// The preflight pings go through the hosts' netstacks, which only
@@ -151,9 +168,13 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
 		// --parallel says (the experiment's clusters are partitioned).
 		obs.Begin("preflight")
 		so, err := smokeRun(cmd.OutOrStdout(), obs, j.cfg)
+		where := obs.where()
 		obs.End()
+		if interrupted(ctx) {
+			return j.stopped(m, where+" (preflight)", "the preflight had not finished")
+		}
 		if err != nil {
-			return err
+			return j.failed(m, fmt.Errorf("preflight: %w", err))
 		}
 		head, before = so.head, []experiments.Section{so.preflight}
 	}
@@ -165,13 +186,77 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
 	}
 
 	obs.Begin(j.e.Name())
-	r, err := experiments.Execute(context.Background(), j.e, env, j.cfg.Output.Dir, head, before, m)
+	r, err := experiments.Execute(ctx, j.e, env, dir, head, before, m)
+	where := obs.where()
 	obs.End()
-	if err != nil {
+	var fe *experiments.FailedError
+	switch {
+	case errors.Is(err, experiments.ErrInterrupted):
+		left := "manifest in " + filepath.Join(dir, manifestFile)
+		if r != nil && len(r.Rows) > 0 {
+			left = "partial results in " + dir
+		}
+		return interruptedError(where, left)
+	case errors.As(err, &fe):
+		printResults(cmd.OutOrStdout(), j.e, env, r)
+		return fmt.Errorf("%d of %d rows failed: %s", len(fe.Failed), fe.Points, strings.Join(fe.Failed, "; "))
+	case err != nil:
 		return err
 	}
 	printResults(cmd.OutOrStdout(), j.e, env, r)
 	return nil
+}
+
+// env is the experiment environment of j (obs may be nil: nothing runs).
+func (j *job) env(obs *observer) *experiments.Env {
+	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Parallel: j.parallel}
+	if obs != nil {
+		env.Progress, env.Observer = obs.Log(), obs
+	}
+	return env
+}
+
+// check refuses, before anything runs or is written, a job whose
+// experiment parameters are out of range or whose memory would not fit
+// (usage errors, exit status 2).
+func (j *job) check() error {
+	env := j.env(nil)
+	if err := experiments.CheckParams(j.e, env); err != nil {
+		return usageError(fmt.Errorf("invalid experiment parameters for %s:\n%w", j.e.Name(), err))
+	}
+	cfg := j.cfg
+	need := experiments.PayloadBytesPerHost(j.e, env)
+	if need > 0 {
+		cfg.Transport.Payload = config.PayloadReal
+	} else {
+		cfg.Transport.Payload = config.PayloadElided
+	}
+	if err := checkMemory(cfg, need); err != nil {
+		return fmt.Errorf("%s: %w", j.e.Name(), err)
+	}
+	return nil
+}
+
+// stopped completes the manifest of an interrupted job before its
+// experiment ran (status "interrupted") and returns the interrupt error.
+func (j *job) stopped(m manifest, where, why string) error {
+	m.Status = experiments.StatusInterrupted
+	m.Files = append(m.Files, manifestFile)
+	if err := experiments.WriteManifest(j.cfg.Output.Dir, m); err != nil {
+		return err
+	}
+	return interruptedError(where, why+"; manifest in "+filepath.Join(j.cfg.Output.Dir, manifestFile))
+}
+
+// failed completes the manifest of a job that failed before its
+// experiment ran ("failed: …", never "started") and returns err.
+func (j *job) failed(m manifest, err error) error {
+	m.Status = "failed: " + err.Error()
+	m.Files = append(m.Files, manifestFile)
+	if werr := experiments.WriteManifest(j.cfg.Output.Dir, m); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
 }
 
 func sizeFlag(quick, full bool) (experiments.Size, error) {

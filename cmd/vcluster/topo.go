@@ -22,7 +22,8 @@ func presetFlags(cmd *cobra.Command) func() (config.Config, error) {
 	var preset string
 	var hosts int
 	cmd.Flags().StringVar(&preset, "preset", "", "cluster preset A|B|C|D (same as --set fabric.preset=…)")
-	cmd.Flags().IntVar(&hosts, "hosts", 0, "number of hosts (same as --set fabric.hosts=…)")
+	cmd.Flags().IntVar(&hosts, "hosts", 0, "number of hosts (same as --set fabric.hosts=…; 0: the preset's)")
+	limit(cmd.Flags(), "hosts", intIn(0, maxFlagHosts, "0: the preset's"))
 	return func() (config.Config, error) {
 		if preset != "" {
 			if err := cmd.Flags().Set("set", "fabric.preset="+preset); err != nil {
@@ -52,6 +53,9 @@ func newTopoCmd() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
+			return err
+		}
+		if err := checkMemory(cfg, 0); err != nil {
 			return err
 		}
 		loop := sim.NewLoop(sim.Options{Seed: cfg.Seed})
