@@ -103,6 +103,7 @@ func printPermRun(w io.Writer, r cluster.PermResult, el, cpu time.Duration) {
 	fmt.Fprintf(w, "events         %d (%.2f M/s wall, %.2f M/s CPU)\n", r.Events, float64(r.Events)/el.Seconds()/1e6, float64(r.Events)/cpu.Seconds()/1e6)
 	fmt.Fprintf(w, "packet-hops    %d (%.2f M/s wall, %.2f M/s CPU)\n", r.PacketHops, float64(r.PacketHops)/el.Seconds()/1e6, float64(r.PacketHops)/cpu.Seconds()/1e6)
 	fmt.Fprintf(w, "data packets   %d (+%d retransmitted, %d trimmed, %d timeouts)\n", r.DataPackets, r.Retransmissions, r.Trims, r.Timeouts)
+	fmt.Fprintf(w, "losses         %d dropped or lost in the fabric, %d duplicates received, %d timeouts without loss\n", r.Lost, r.Duplicates, r.TimeoutsWithoutLoss())
 }
 
 // userCPU returns the user CPU time the process has used.
