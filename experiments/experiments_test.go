@@ -38,11 +38,14 @@ func quickEnv(t *testing.T, e Experiment, sets ...string) *Env {
 // tuned away. The test still asserts them — a listed check that starts to
 // pass fails the test, so the list and the docs stay true.
 //
-// Empty today: flapping's "drops by 12.5–50%" differs at default and full
-// size and at quick with seeds 2–4, but passes narrowly at quick with seed
-// 1 (−12.7%) since frames go onto the link when their serialization
-// starts; docs/experiments.md reports every size and seed.
-var knownDiffers = map[string]string{}
+// flapping's "drops by 12.5–50%" differed at default and full size and at
+// quick with seeds 2–4 and passed narrowly at quick seed 1 (−12.7%); with
+// issue #14's tail-loss probe and path-aware RTO the job's timeouts during
+// the flaps went from 54 to 0 and quick seed 1 drops 6.9%: MRC rides out
+// these flaps better than the production job of TARGETS T9 (−25%).
+var knownDiffers = map[string]string{
+	"flapping: job throughput drops by 12.5–50% while four links flap (the published −25% within a factor of two)": "T9, MRC loses 4–10% during the flaps, not 25%",
+}
 
 func TestQuickRunsPass(t *testing.T) {
 	for _, name := range Names() {
