@@ -126,7 +126,8 @@
 //
 //	GOOD → SKIP          SACK M = SKIP_ONCE (ECN echo), NACK TRIMMED
 //	GOOD → ASSUMED_BAD   SACK M = ALWAYS_SKIP, ACK timeout, repeated silent loss
-//	SKIP → GOOD          next rotation of its plane's active set (after SkipDuration)
+//	SKIP → GOOD          next rotation of its plane's active set once the scan has
+//	                     passed it over (after SkipDuration)
 //	ASSUMED_BAD → GOOD / SKIP   probe answered with M = NONE / SKIP_ONCE
 //	any → DENIED / GOOD  DenyEV, DenyPath / AllowEV, AllowPath
 //
@@ -138,6 +139,13 @@
 // every ProbeInterval while the requester has work. SetPlaneStatus (or
 // ApplyPortStatus with a peer's Port Status Update) takes a plane out of
 // and back into use.
+//
+// SKIP costs an EV exactly one turn, wherever in the rotation the echo
+// arrives: an EV marked SKIP after its turn in the current rotation stays
+// SKIP through the next one (returning it to GOOD at that rotation's start
+// would skip nothing, and about half of all ECN echoes would penalise no
+// EV). A plane whose active EVs are all in SKIP sits one rotation out and
+// then sends again: SKIP never blocks sending.
 //
 // # Congestion control
 //

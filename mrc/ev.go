@@ -11,8 +11,9 @@ type EVState uint8
 const (
 	// EVGood: usable for data.
 	EVGood EVState = iota
-	// EVSkip: skipped for the rest of the current rotation of its plane's
-	// active set (ECN echo or trim); NIC-internal, GOOD to a controller.
+	// EVSkip: skipped once (ECN echo or trim): passed over at its next turn
+	// in its plane's active-set scan, GOOD again at the rotation after
+	// that; NIC-internal, GOOD to a controller.
 	EVSkip
 	// EVAssumedBad: a silent loss or the responder's ALWAYS_SKIP judged
 	// its path failed; it is probed every ProbeInterval.
@@ -55,6 +56,9 @@ type evEntry struct {
 	skipUntil int64
 	nextProbe int64
 	probeSeq  uint16
+	// passed: the scan went past this EV while it was in SKIP, so it has
+	// lost a turn and may return to GOOD at the next rotation.
+	passed bool
 }
 
 type planeSet struct {
@@ -168,15 +172,17 @@ func (p *evPool) lookup(ev uint32) int32 {
 	return -1
 }
 
-// rotate starts a new rotation of plane ps's active set: SKIP EVs whose
-// SkipDuration has passed return to GOOD, and the scan order is reshuffled
-// when ReshuffleInterval has passed.
+// rotate starts a new rotation of plane ps's active set: SKIP EVs that have
+// been passed over once and whose SkipDuration has passed return to GOOD,
+// and the scan order is reshuffled when ReshuffleInterval has passed. (An
+// EV skipped after its turn in this rotation stays SKIP for the next one:
+// returning it now would skip nothing.)
 func (p *evPool) rotate(ps *planeSet, now int64) {
 	ps.cursor = 0
 	ps.rotations++
 	for _, i := range ps.active {
 		e := &p.evs[i]
-		if e.state == EVSkip && e.skipUntil <= now {
+		if e.state == EVSkip && e.passed && e.skipUntil <= now {
 			e.state = EVGood
 			ps.good++
 			p.transitions++
@@ -195,6 +201,11 @@ func (p *evPool) rotate(ps *planeSet, now int64) {
 // pickIn returns a GOOD EV of plane ps other than exclude, or -1.
 func (p *evPool) pickIn(ps *planeSet, now int64, exclude int32) int32 {
 	if ps.good == 0 {
+		// Every active EV is in SKIP: the plane sits this rotation out,
+		// which is each EV's skipped turn (SKIP never blocks sending).
+		for _, i := range ps.active {
+			p.evs[i].passed = true
+		}
 		p.rotate(ps, now)
 		if ps.good == 0 {
 			return -1
@@ -209,6 +220,9 @@ func (p *evPool) pickIn(ps *planeSet, now int64, exclude int32) int32 {
 		ps.cursor++
 		if p.evs[i].state == EVGood && i != exclude {
 			return i
+		}
+		if p.evs[i].state == EVSkip {
+			p.evs[i].passed = true
 		}
 	}
 	return -1
@@ -313,7 +327,7 @@ func (p *evPool) set(i int32, s EVState, now int64) bool {
 	switch s {
 	case EVGood, EVSkip:
 		if s == EVSkip {
-			e.skipUntil = now + p.skipDur
+			e.skipUntil, e.passed = now+p.skipDur, false
 		}
 		e.losses = 0
 		if e.active {
