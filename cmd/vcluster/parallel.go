@@ -46,7 +46,7 @@ func parallelCluster(cfg config.Config, n int) (*cluster.Cluster, error) {
 // cluster ran ("" for the classic loop).
 func parallelNote(c *cluster.Cluster) string {
 	p := c.Parallel()
-	if p == nil {
+	if p == nil || c.Partitioning() == nil { // --parallel 0: one loop, not cut
 		return ""
 	}
 	return fmt.Sprintf(", partitioned: %d partition(s) on %d goroutine(s)", len(p.Loops), p.Stats.Workers)
