@@ -41,7 +41,7 @@ func checkMemoryWith(cfg config.Config, payloadBytesPerHost uint64, e cluster.Me
 	hosts := max(cfg.Fabric.Hosts, 1)
 	fix := fmt.Sprintf("use fewer hosts (%d now; the fabric and hosts take %.1f GiB)", cfg.Fabric.Hosts, gib(e.Fabric+e.Hosts))
 	if e.Buffers >= e.Fabric+e.Hosts {
-		fix = fmt.Sprintf("elide the payload (--elide or --set transport.payload=elided: the buffers, %d hosts × %.2f GiB, take %.1f GiB) or move fewer bytes",
+		fix = fmt.Sprintf("elide the payload (--set transport.payload=elided, or --elide on collective: the buffers, %d hosts × %.2f GiB, take %.1f GiB) or move fewer bytes",
 			hosts, gib(payloadBytesPerHost), gib(e.Buffers))
 	}
 	return usageError(fmt.Errorf("not enough memory: this run needs about %.1f GiB (fabric %.1f, hosts %.1f, buffers %.1f) and %.1f GiB is available (at most %.0f%% of it may be used); %s",
