@@ -23,13 +23,14 @@ func TestRoCEConfigEveryLinkSpeed(t *testing.T) {
 	type run struct {
 		name string
 		sets []string
+		bps  int64 // the host link rate the case sets (0: the preset's)
 	}
 	var runs []run
 	for _, p := range config.PresetNames() {
-		runs = append(runs, run{"preset " + p, []string{"fabric.preset=" + p}})
+		runs = append(runs, run{"preset " + p, []string{"fabric.preset=" + p}, 0})
 	}
-	for _, s := range []string{"200G", "400G", "800G", "1.6T"} {
-		runs = append(runs, run{"preset C at " + s, []string{"fabric.preset=C", "fabric.hostLinkSpeed=" + s, "fabric.fabricLinkSpeed=" + s}})
+	for s, bps := range map[string]int64{"200G": 200e9, "400G": 400e9, "800G": 800e9, "1.6T": 1600e9} {
+		runs = append(runs, run{"preset C at " + s, []string{"fabric.preset=C", "fabric.hostLinkSpeed=" + s, "fabric.fabricLinkSpeed=" + s}, bps})
 	}
 	for _, r := range runs {
 		for _, cc := range []string{"dcqcn_hpcc", "dcqcn_paper", "dcqcn_aggressive", "dcqcn_most_aggressive", "timely", "none"} {
@@ -45,8 +46,8 @@ func TestRoCEConfigEveryLinkSpeed(t *testing.T) {
 					continue
 				}
 				line := c.hostRate()
-				if rc.LineRateBps != int64(line) {
-					t.Errorf("%s: LineRateBps %d, want the host link's %d", r.name, rc.LineRateBps, line)
+				if rc.LineRateBps != int64(line) || (r.bps != 0 && rc.LineRateBps != r.bps) {
+					t.Errorf("%s: LineRateBps %d, want the host link's %d (set: %d)", r.name, rc.LineRateBps, line, r.bps)
 				}
 				d := rc.DCQCN
 				for f, v := range map[string]int64{"RAIBps": d.RAIBps, "RHAIBps": d.RHAIBps, "MinRateBps": d.MinRateBps,

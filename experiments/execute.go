@@ -68,9 +68,12 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 			r.Checks = nil
 			r.Notes = "**Interrupted**: only the points that completed before the interrupt are shown; the checks were not judged.\n\n" + r.Notes
 			r.Before = append(before, r.Before...)
-			if files, werr := WriteReport(dir, e, env, r, head); werr == nil {
-				m.Files = append(m.Files, files...)
+			files, rerr := WriteReport(dir, e, env, r, head)
+			if rerr != nil {
+				_ = finish(StatusInterrupted)
+				return r, fmt.Errorf("%s: %w (and the partial report could not be written: %v)", e.Name(), ErrInterrupted, rerr)
 			}
+			m.Files = append(m.Files, files...)
 			m.Events += r.Events
 		}
 		if werr := finish(StatusInterrupted); werr != nil {

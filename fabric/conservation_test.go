@@ -188,6 +188,9 @@ func TestConservationFaultedRun(t *testing.T) {
 			}
 			c.RunUntil(c.Now() + 2*sim.Millisecond)
 			drained := check("drained")
+			if drained.OnLinks+drained.InQueues != 0 {
+				t.Errorf("%s: 2 ms after the end, %d frames still on links and %d queued: the fabric did not drain", name, drained.OnLinks, drained.InQueues)
+			}
 			t.Logf("%s: %d checks, %d trims, %d PFC frames; at the end (%v) %+v; drained: %d on links, %d queued", name, checks, trims, pauses, c.Now(), end, drained.OnLinks, drained.InQueues)
 		}
 	}

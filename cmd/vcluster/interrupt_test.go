@@ -77,6 +77,7 @@ func signalRun(t *testing.T, sig os.Signal, ready *regexp.Regexp, args ...string
 	case err = <-waited:
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
+		<-waited // the reader is done with all
 		t.Fatalf("%v: still running a minute after %v:\n%s", args, sig, all.String())
 	}
 	var ee *exec.ExitError
