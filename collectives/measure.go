@@ -170,32 +170,41 @@ func Sizes(minB, maxB uint64) []uint64 {
 	return s
 }
 
-// ParseBytes reads a size: a number with an optional binary suffix K, M,
-// G (or KiB, MiB, GiB, or B): 1M = 1048576.
+// ParseSize reads a size: digits with an optional binary unit K, M, G or
+// T (or KiB … TiB, or a trailing B): 1M = 1048576. 0 is a size; more than
+// 2^64 bytes is not.
+func ParseSize(s string) (uint64, error) {
+	if v, ok := parseSize(s, "KMGT"); ok {
+		return v, nil
+	}
+	return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G, 1T)", s)
+}
+
+// ParseBytes reads a message size as ParseSize does, with units up to G,
+// and refuses 0.
 func ParseBytes(s string) (uint64, error) {
+	if v, ok := parseSize(s, "KMG"); ok && v > 0 {
+		return v, nil
+	}
+	return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G)", s)
+}
+
+// parseSize reads digits with an optional unit from units (K = 2^10, M =
+// 2^20, … in that order), refusing a value past 2^64.
+func parseSize(s, units string) (uint64, bool) {
 	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	mult := uint64(1)
+	shift := uint(0)
 	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		}
-		if mult > 1 {
+		if i := strings.IndexByte(units, t[len(t)-1]); i >= 0 {
+			shift = 10 * uint(i+1)
 			t = t[:len(t)-1]
 		}
 	}
 	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || v == 0 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G)", s)
+	if err != nil || v > math.MaxUint64>>shift {
+		return 0, false
 	}
-	if v > math.MaxUint64/mult {
-		return 0, fmt.Errorf("bad size %q: more than 2^64 bytes", s)
-	}
-	return v * mult, nil
+	return v << shift, true
 }
 
 // ParseSizeRange reads "min:max" (or one size) into the doubling list.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/faults"
 )
 
@@ -67,31 +68,14 @@ func (r *paramReader) list(key string) []string {
 
 const bytesRange = "a size in [1, 1T] bytes (e.g. 4096, 64K, 1M, 1G, 1T)"
 
-// parseParamBytes reads one size: digits with an optional K, M, G or T
-// (powers of 1024; a trailing B or iB is allowed), at most 1 TiB.
+// parseParamBytes reads one size (collectives.ParseSize: K, M, G or T,
+// powers of 1024) in [1, 1T].
 func parseParamBytes(s string) (uint64, bool) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	shift := 0
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			shift = 10
-		case 'M':
-			shift = 20
-		case 'G':
-			shift = 30
-		case 'T':
-			shift = 40
-		}
-		if shift > 0 {
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || v == 0 || v > maxParamBytes>>shift {
+	v, err := collectives.ParseSize(s)
+	if err != nil || v == 0 || v > maxParamBytes {
 		return 0, false
 	}
-	return v << shift, true
+	return v, true
 }
 
 // size reads one size in [1, 1T].

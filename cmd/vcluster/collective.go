@@ -98,7 +98,7 @@ one fabric link delay later).`,
 		if check != "on" && check != "off" {
 			return usageError(fmt.Errorf("--check: want on or off, got %q", check))
 		}
-		chunkB, err := parseByteSize(chunk)
+		chunkB, err := collectives.ParseSize(chunk)
 		if err != nil {
 			return usageError(fmt.Errorf("--chunk: %v", err))
 		}
@@ -124,11 +124,11 @@ one fabric link delay later).`,
 			if !ok {
 				hi = lo
 			}
-			a, err := parseByteSize(lo)
+			a, err := collectives.ParseSize(lo)
 			if err != nil {
 				return usageError(fmt.Errorf("--sizes: %v", err))
 			}
-			b, err := parseByteSize(hi)
+			b, err := collectives.ParseSize(hi)
 			if err != nil {
 				return usageError(fmt.Errorf("--sizes: %v", err))
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/vcluster/vcluster/collectives"
 )
 
 // Every numeric flag of every command has a range, checked when the flag
@@ -149,7 +151,7 @@ func listOf(c flagCheck) flagCheck {
 func sizeIn(lo, hi uint64) flagCheck {
 	allowed := fmt.Sprintf("a size in [%s, %s] (bytes, or with K, M, G, T: powers of 1024)", fmtBytes(lo), fmtBytes(hi))
 	return flagCheck{allowed, func(s string) error {
-		v, err := parseByteSize(s)
+		v, err := collectives.ParseSize(s)
 		if err != nil || v < lo || v > hi {
 			return fmt.Errorf("%s is not a size in range; must be %s", s, allowed)
 		}
@@ -169,31 +171,13 @@ func sizeRangeIn(lo, hi uint64) flagCheck {
 		if one.check(a) != nil || one.check(b) != nil {
 			return fmt.Errorf("%s is not a size range; must be %s", s, allowed)
 		}
-		x, _ := parseByteSize(a)
-		y, _ := parseByteSize(b)
+		x, _ := collectives.ParseSize(a)
+		y, _ := collectives.ParseSize(b)
 		if y < x {
 			return fmt.Errorf("%s: max below min; must be %s", s, allowed)
 		}
 		return nil
 	}}
-}
-
-// parseByteSize reads a size: digits with an optional K, M, G or T
-// (powers of 1024; KiB, MB, … too), refusing anything above 2^64.
-func parseByteSize(s string) (uint64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	shift := uint(0)
-	if t != "" {
-		if i := strings.IndexByte("KMGT", t[len(t)-1]); i >= 0 {
-			shift = 10 * uint(i+1)
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || v > math.MaxUint64>>shift {
-		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G, 1T)", s)
-	}
-	return v << shift, nil
 }
 
 // fmtBytes prints a size with the largest exact binary unit.
@@ -219,7 +203,7 @@ func (b byteSize) String() string {
 }
 func (b byteSize) Type() string { return "bytes" }
 func (b byteSize) Set(s string) error {
-	v, err := parseByteSize(s)
+	v, err := collectives.ParseSize(s)
 	if err != nil {
 		return err
 	}
