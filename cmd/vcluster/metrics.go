@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/fabric"
 )
 
@@ -36,9 +35,6 @@ type snapshot struct {
 	rate          float64
 	clusters      int
 	counters      counters
-	// fabric is the frame accounting of every watched cluster (nil when
-	// the endpoint does not follow an observer).
-	fabric *fabric.Conservation
 }
 
 type metricsServer struct {
@@ -47,41 +43,6 @@ type metricsServer struct {
 	snap   *snapshot
 	srv    *http.Server
 	served chan struct{}
-	fab    *fabricTotals // set by startObserver
-}
-
-// fabricTotals sums the frame accounting (fabric.Conservation) of the
-// clusters an observer watches, for its snapshots. It runs where the
-// observer publishes (the simulation goroutine, or a barrier of a
-// partitioned run): it reads the current cluster afresh and keeps a
-// finished one's last reading when the observer moves on — the observer
-// publishes at every change of cluster, so that reading is final.
-type fabricTotals struct {
-	o    *observer
-	last *cluster.Cluster
-	done fabric.Conservation // finished clusters
-}
-
-// follow makes the snapshots o publishes carry the frame accounting of
-// the clusters o watches.
-func (m *metricsServer) follow(o *observer) {
-	if m != nil {
-		m.fab = &fabricTotals{o: o}
-	}
-}
-
-func (f *fabricTotals) read() fabric.Conservation {
-	if c := f.o.cur; c != f.last {
-		if f.last != nil {
-			f.done.Add(f.last.Topo.Conservation())
-		}
-		f.last = c
-	}
-	r := f.done
-	if f.last != nil {
-		r.Add(f.last.Topo.Conservation())
-	}
-	return r
 }
 
 // metricsAddr fills in the host of a --metrics address: ":9464" serves on
@@ -125,10 +86,6 @@ func startMetrics(addr string) (*metricsServer, error) {
 }
 
 func (m *metricsServer) publish(s *snapshot) {
-	if m.fab != nil {
-		f := m.fab.read()
-		s.fabric = &f
-	}
 	m.mu.Lock()
 	m.snap = s
 	m.mu.Unlock()
@@ -261,7 +218,7 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(dLost, a.linkLost, l...)
 		gauge(dMaxQ, float64(a.maxQueue), l...)
 	}
-	if f := s.fabric; f != nil {
+	if f := &s.counters.fabric; len(s.counters.ports) > 0 { // a cluster was read
 		counter(dFabSent, f.Sent)
 		counter(dFabDeliv, f.Delivered)
 		for i, r := range fabric.DropReasonNames {
@@ -377,6 +334,5 @@ func (f *runFlags) startObserver(stderr io.Writer) (o *observer, stop func(), er
 		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", m.addr)
 	}
 	o = newObserver(ui, m)
-	m.follow(o)
 	return o, func() { m.Close(f.linger) }, nil
 }

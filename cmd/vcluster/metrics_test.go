@@ -262,7 +262,6 @@ func TestMetricsConservationInFlight(t *testing.T) {
 	}
 	defer m.Close(0)
 	o := newObserverClock(noProgress{}, m, &stepWall{})
-	m.follow(o)
 	scrape := func(when string) map[string]float64 {
 		t.Helper()
 		resp, err := http.Get("http://" + m.addr + "/metrics")

@@ -228,6 +228,9 @@ type qpAgg struct {
 type counters struct {
 	ports map[portKey]*portAgg
 	qps   map[string]*qpAgg // by transport kind
+	// fabric is the fabric-wide frame accounting (sent = delivered +
+	// dropped + lost + in flight) of the clusters read.
+	fabric fabric.Conservation
 }
 
 func (c *counters) port(k portKey) *portAgg {
@@ -261,6 +264,7 @@ func (c *counters) add(o counters) {
 	for k, b := range o.qps {
 		c.qp(k).merge(b)
 	}
+	c.fabric.Add(o.fabric)
 }
 
 func (a *portAgg) merge(b *portAgg) {
@@ -334,6 +338,7 @@ func readCounters(c *cluster.Cluster) counters {
 				nacksRx: st.NacksReceived, cnpsSent: st.CNPsSent, trimmedRx: st.TrimmedReceived, ecnMarksRx: st.ECNMarksReceived, bytesCompleted: st.BytesCompleted})
 		}
 	}
+	out.fabric = t.Conservation()
 	return out
 }
 
