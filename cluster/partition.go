@@ -55,7 +55,7 @@ func CheckParallel(c config.Config) error {
 // NewPartitioned builds the cluster a validated config describes, cut into
 // parts partitions (fabric.Partition: by pod, or by T0 index across
 // planes) that run on workers goroutines (sim.Parallel). Every link is
-// ranked (fabric.RankLinks), so the results do not depend on parts or
+// ranked by its position in the topology, so the results do not depend on parts or
 // workers: NewPartitioned(c, 1, 1) is the single-loop reference, and any
 // other (parts, workers) gives byte-identical counters and completion
 // times. Run the cluster with its Run/RunWhile/Now/Executed methods, not

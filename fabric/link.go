@@ -55,7 +55,7 @@ type Link struct {
 	inflight packetFIFO
 	dst      *Port // the port it delivers to
 	up       bool
-	rank     uint32 // nonzero: arrivals are ranked events (NewLink, RankLinks)
+	rank     uint32 // nonzero: arrivals are ranked events (its position in Topology.Links + 1)
 	Counters LinkCounters
 	loop     *sim.Loop
 	lastDue  sim.Time
@@ -69,17 +69,13 @@ type Link struct {
 	Name string
 }
 
-// NewLink returns an up link delivering to dst. Its arrivals are ranked
-// loop events (rank: the link's creation order on loop, so a topology's
-// links are ranked by their position in Links, see RankLinks): frames
-// arriving at one time are received before anything else happening then,
-// in link order, on the classic loop as on a partitioned run.
+// NewLink returns an up link delivering to dst. A topology's links are
+// ranked by their position in Links (Topology.connect), so their arrivals
+// are ranked loop events: frames arriving at one time are received before
+// anything else happening then, in link order, on the classic loop as on
+// a partitioned run. A link made alone is unranked.
 func NewLink(loop *sim.Loop, name string, rate uint64, delay time.Duration, dst *Port) *Link {
-	l := &Link{Name: name, Rate: rate, Delay: delay, loop: loop, dst: dst, up: true}
-	if loop != nil {
-		l.rank = loop.NewRank()
-	}
-	return l
+	return &Link{Name: name, Rate: rate, Delay: delay, loop: loop, dst: dst, up: true}
 }
 
 // Up reports whether the link carries traffic.

@@ -6,25 +6,6 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// RankLinks gives every link the rank of its position in Links + 1: the
-// rank its arrivals are scheduled with (sim.Loop.PostRanked), so frames
-// arriving at time t are received before anything else happening at t, in
-// link order, instead of in the order they were sent. That order does not
-// depend on how the fabric is cut into partitions, which is what makes a
-// partitioned run (Partition) identical to the single-loop run. NewLink
-// already ranks links in creation order, which for a topology is the
-// order of Links (the ranks RankLinks assigns): Partition calls it so that
-// the ranks are the positions even if other links were made on the loop
-// first. Call it before traffic flows.
-func (t *Topology) RankLinks() {
-	if len(t.Links) >= 1<<32-1 {
-		panic("fabric: too many links to rank")
-	}
-	for i, l := range t.Links {
-		l.rank = uint32(i + 1)
-	}
-}
-
 // Partitioning is a fabric cut into partitions, each driven by its own
 // loop and packet pool, for a parallel run (sim.Parallel). Frames on a cut
 // link (one joining two partitions) leave the sending partition when their
@@ -103,7 +84,7 @@ func (c *cutLink) send(l *Link, p *Packet, at sim.Time) {
 }
 
 // Partition cuts a freshly built topology (no traffic yet, no hosts
-// attached) into parts partitions and ranks its links (RankLinks). A
+// attached) into parts partitions (its links are ranked as built). A
 // fat-tree is cut by pod: the hosts, edge and aggregation switches of a pod
 // stay together, contiguous pods form a partition (parts ≤ k), and core
 // switches are spread round-robin; the aggregation–core links are cut. A
@@ -126,7 +107,6 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 			}
 		}
 	}
-	t.RankLinks()
 	pt := &Partitioning{Topo: t, HostPart: make([]int, t.Hosts), SwitchPart: make([]int, len(t.Switches)), Lookahead: sim.MaxTime}
 	for p := 0; p < parts; p++ {
 		loop, pool, view := t.Loop, t.Pool, t

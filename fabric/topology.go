@@ -148,10 +148,17 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 	return s
 }
 
-// connect cables a and b: one Link each way at rate with delay.
+// connect cables a and b: one Link each way at rate with delay, each
+// ranked by its position in Links + 1. That order does not depend on how
+// the fabric is later cut into partitions, which is what makes every loop
+// mode give the same result.
 func (t *Topology) connect(a, b *Port, rate uint64, delay time.Duration) {
+	if len(t.Links) >= 1<<32-3 {
+		panic("fabric: too many links to rank")
+	}
 	a.Tx = NewLink(t.Loop, a.Name+">"+b.Name, rate, delay, b)
 	b.Tx = NewLink(t.Loop, b.Name+">"+a.Name, rate, delay, a)
+	a.Tx.rank, b.Tx.rank = uint32(len(t.Links)+1), uint32(len(t.Links)+2)
 	a.Tx.src, b.Tx.src = a, b
 	a.Peer, b.Peer = b, a
 	t.Links = append(t.Links, a.Tx, b.Tx)

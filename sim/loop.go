@@ -95,7 +95,6 @@ type Loop struct {
 	noPrefetch bool   // SetPrefetch(false)
 	prefetched uint64 // Prefetch calls made
 
-	ranks uint32 // ranks handed out by NewRank
 }
 
 // Options configures a Loop.
@@ -206,19 +205,6 @@ func (l *Loop) ScheduleRanked(at Time, h Handler, arg uint64, rank uint32) Timer
 	l.q.pushSorted(qentry{at: uint64(at), key: seq<<slotBits | uint64(s)})
 	l.live++
 	return Timer{}
-}
-
-// NewRank returns a rank for ScheduleRanked that no earlier NewRank call on
-// this loop returned: 1, 2, 3, … in call order. Components built in a
-// deterministic order (a fabric's links) get deterministic ranks, so the
-// order of their equal-time events depends on what they are, not on when
-// the events were scheduled, on the classic loop as on a partitioned run.
-func (l *Loop) NewRank() uint32 {
-	if l.ranks == 1<<32-2 {
-		panic("sim: out of ranks")
-	}
-	l.ranks++
-	return l.ranks
 }
 
 // Post runs h.OnEvent(arg) at virtual time at (clamped to now), like
