@@ -378,11 +378,14 @@ const maxExactFloat = 1 << 53
 // ±maxExactFloat ("1e6", "2.0").
 func wholeFloat(s string) (float64, bool) {
 	x, err := strconv.ParseFloat(s, 64)
-	if err != nil || x != math.Trunc(x) || math.Abs(x) > maxExactFloat {
+	if err != nil || !isWhole(x) {
 		return 0, false
 	}
 	return x, true
 }
+
+// isWhole reports whether x is a whole number within ±maxExactFloat.
+func isWhole(x float64) bool { return x == math.Trunc(x) && math.Abs(x) <= maxExactFloat }
 
 // parseFloat reads a float field's value, refusing NaN, ±Inf and numbers
 // beyond float64 ("1e999") with the field's range.
@@ -411,7 +414,7 @@ func coerceYAML(path string, t reflect.Type, v any) (any, error) {
 	case reflect.Int:
 		switch x := v.(type) {
 		case float64: // 1e6
-			if x == math.Trunc(x) && math.Abs(x) <= maxExactFloat {
+			if isWhole(x) {
 				return int(x), nil
 			}
 		case int:
@@ -429,7 +432,7 @@ func coerceYAML(path string, t reflect.Type, v any) (any, error) {
 	case reflect.Uint64:
 		switch x := v.(type) {
 		case float64:
-			if x >= 0 && x == math.Trunc(x) && x <= maxExactFloat {
+			if x >= 0 && isWhole(x) {
 				return uint64(x), nil
 			}
 		case int:
