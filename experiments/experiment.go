@@ -173,6 +173,15 @@ type Plot struct {
 	XLabels []string `json:"xLabels,omitempty"`
 	LogX    bool     `json:"logX,omitempty"`
 	Series  []Series `json:"series"`
+	// Marks are vertical lines at x values of note on over-time plots:
+	// a fault's start and end, a flow joining. Drawn dashed, labelled.
+	Marks []Mark `json:"marks,omitempty"`
+}
+
+// Mark is one vertical line of a plot, in the plot's x units.
+type Mark struct {
+	X     float64 `json:"x"`
+	Label string  `json:"label"`
 }
 
 // Section is an extra report section (markdown body), e.g. a preflight.
