@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
@@ -51,8 +52,8 @@ ranks, spraying over every plane on uSID paths (NSCC, trimming, selective
 retransmission). RoCE: go-back-N with DCQCN on ECMP; each QP is one flow
 hashed onto one plane, so one QP can use a quarter of a 4-plane NIC.
 Loss is Bernoulli on every link and direction (seeded per link). "of NIC"
-is busbw over the host's whole NIC (all planes); "vs 0%" is busbw over the
-same transport's loss-free busbw. The published setup (T2/T3) is 64 NICs,
+is busbw over the host's whole NIC (all planes); "of loss-free busbw" is
+busbw over the same transport's busbw without loss. The published setup (T2/T3) is 64 NICs,
 RoCE on one 400G plane with PFC; here RoCE runs on the same 4×100G planes
 as MRC, which is what makes "1 QP = one plane" the limit.
 exp.size may list several sizes (full: 16M,64M,256M): every transport ×
@@ -204,12 +205,9 @@ grid:
 	largest := sizes[len(sizes)-1]
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "transport\tsize\tloss/link\ttime µs\tbusbw GB/s\tof %.0f GB/s NIC\tvs 0%%\tresult\n", nic)
+	fmt.Fprintf(tw, "transport\tsize\t%s\n", transportColumns(nic))
 	plotp := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("ring all-reduce %s over %d ranks: busbw vs loss", collectives.FormatBytes(largest), ranks),
-		XLabel: "Bernoulli loss on every link", YLabel: "busbw (GB/s)"}
-	for _, l := range losses {
-		plotp.XLabels = append(plotp.XLabels, pct(l))
-	}
+		XLabel: lossAxis, YLabel: "busbw (GB/s)", XLabels: lossTicks(losses)}
 	var sizePlots []Plot // one per loss, when more than one size ran
 	if len(sizes) > 1 {
 		for _, l := range losses {
@@ -220,7 +218,7 @@ grid:
 			// Sizes as labels (one tick each, 16M rather than 1.6e+07):
 			// evenly spaced, which is a log axis for the usual ×2/×4 steps.
 			p := Plot{Name: name, Title: fmt.Sprintf("ring all-reduce over %d ranks, loss %s: busbw vs size", ranks, pct(l)),
-				XLabel: "all-reduce size", YLabel: "busbw (GB/s)"}
+				XLabel: "all-reduce size (bytes)", YLabel: "busbw (GB/s)"}
 			for _, z := range sizes {
 				p.XLabels = append(p.XLabels, collectives.FormatBytes(z))
 			}
@@ -240,7 +238,7 @@ grid:
 			result = "bytes verified"
 		}
 		keep := keepOf(c)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\t%.1f%%\t%s\t%s\n", c.v.name, collectives.FormatBytes(c.size), pct(c.loss), float64(c.res.TimeNs)/1e3, busbw(c), 100*c.frac, pctOrNA(keep), result)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.v.name, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), busbw(c), c.frac, keep, result))
 		res.Rows = append(res.Rows, []string{c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks), collectives.FormatBytes(c.size),
 			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(busbw(c)), f4(c.frac), f4(keep), c.res.Check, errText(c.err)})
 		if !slices.Contains(order, c.v.name) {
@@ -387,13 +385,74 @@ func plural(n int) string {
 	return "s"
 }
 
-func pct(f float64) string { return strconv.FormatFloat(100*f, 'g', -1, 64) + "%" }
+func pct(f float64) string { return pctNum(f) + "%" }
+
+// pctNum is f in percent, as short as it is exact (0.1 for 0.001): a
+// tick or a cell under a "(%)" header.
+func pctNum(f float64) string { return strconv.FormatFloat(100*f, 'g', -1, 64) }
 
 func pctOrNA(f float64) string {
 	if math.IsNaN(f) {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f%%", 100*f)
+	return pctCell(f) + "%"
+}
+
+// pctCell is fraction f as a table cell under a "(%)" header: percent
+// with one decimal, "n/a" for NaN.
+func pctCell(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(100*f, 'f', 1, 64)
+}
+
+// lossAxis and lossTicks are the x axis of a plot against the loss rates
+// of a grid: one category per rate, in percent.
+const lossAxis = "Bernoulli loss rate on every link (%)"
+
+func lossTicks(losses []float64) []string {
+	var t []string
+	for _, l := range losses {
+		t = append(t, pctNum(l))
+	}
+	return t
+}
+
+// transportColumns and transportCells are the columns the transport grids
+// (allreduce-loss, alltoall) share, after the ones naming the cell: loss
+// rate, time, busbw, share of the NIC, share kept of the loss-free busbw,
+// result; nic is the NIC's rate in GB/s.
+func transportColumns(nic float64) string {
+	return fmt.Sprintf("loss per link (%%)\ttime (µs)\tbusbw (GB/s)\tof %.0f GB/s NIC (%%)\tof loss-free busbw (%%)\tresult", nic)
+}
+
+func transportCells(loss float64, timeNs int64, busbw, ofNIC, kept float64, result string) string {
+	return fmt.Sprintf("%s\t%.1f\t%.2f\t%s\t%s\t%s", pctNum(loss), float64(timeNs)/1e3, busbw, pctCell(ofNIC), pctCell(kept), result)
+}
+
+// durText is d for titles and prose: a number, a space, a unit (2 ms,
+// 768.084 µs), not time.Duration's "768.084µs" beside "23.0 µs".
+func durText(d time.Duration) string {
+	units := []struct {
+		name string
+		d    time.Duration
+	}{{"s", time.Second}, {"ms", time.Millisecond}, {"µs", time.Microsecond}}
+	for _, u := range units {
+		if d >= u.d || d <= -u.d {
+			return strconv.FormatFloat(float64(d)/float64(u.d), 'f', -1, 64) + " " + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + " ns"
+}
+
+// usCell is a time in ns as a table cell under a "(µs)" header: one
+// decimal, or "never" for a negative time (an event that did not happen).
+func usCell(ns int64) string {
+	if ns < 0 {
+		return "never"
+	}
+	return strconv.FormatFloat(float64(ns)/1e3, 'f', 1, 64)
 }
 
 func f4(f float64) string {

@@ -198,15 +198,11 @@ grid:
 	}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "collective\ttransport\tloss/link\ttime µs\tbusbw GB/s\tof %.0f GB/s NIC\tvs 0%%\tresult\n", nic)
+	fmt.Fprintf(tw, "collective\ttransport\t%s\n", transportColumns(nic))
 	pl := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("all-to-all (and ring all-reduce) %s over %d ranks: busbw vs loss", collectives.FormatBytes(size), ranks),
-		XLabel: "Bernoulli loss on every link", YLabel: "busbw (GB/s)"}
+		XLabel: lossAxis, YLabel: "busbw (GB/s)", XLabels: lossTicks(losses)}
 	kp := Plot{Name: "kept_vs_loss", Title: "busbw kept vs loss-free, all-to-all vs ring all-reduce",
-		XLabel: "Bernoulli loss on every link", YLabel: "busbw / loss-free busbw"}
-	for _, l := range losses {
-		pl.XLabels = append(pl.XLabels, pct(l))
-		kp.XLabels = append(kp.XLabels, pct(l))
-	}
+		XLabel: lossAxis, YLabel: "busbw kept of the loss-free busbw (%)", XLabels: lossTicks(losses)}
 	series, kseries := map[string]*Series{}, map[string]*Series{}
 	var order []string
 	res.Points = len(cells)
@@ -221,7 +217,7 @@ grid:
 		case c.res.Check == collectives.CheckOK:
 			result = "bytes verified"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\t%.1f%%\t%s\t%s\n", c.coll, c.v.name, pct(c.loss), float64(c.res.TimeNs)/1e3, bw(c), 100*c.frac, pctOrNA(keep(c)), result)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.coll, c.v.name, transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result))
 		res.Rows = append(res.Rows, []string{c.coll, c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks),
 			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(bw(c)), f4(c.frac), f4(keep(c)), c.res.Check, errText(c.err)})
 		k := c.coll + ", " + c.v.name
@@ -234,7 +230,7 @@ grid:
 				series[k].X = append(series[k].X, float64(i))
 				series[k].Y = append(series[k].Y, bw(c))
 				kseries[k].X = append(kseries[k].X, float64(i))
-				kseries[k].Y = append(kseries[k].Y, keep(c))
+				kseries[k].Y = append(kseries[k].Y, 100*keep(c))
 			}
 		}
 	}

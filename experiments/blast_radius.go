@@ -250,7 +250,7 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 	hosts := 2 * t1s
 	var logb bytes.Buffer
 	res := &Results{Columns: []string{"topology", "fault", "kind", "selector", "workload", "cables", "hosts_touched", "ports_per_host", "planes_touched",
-		"gbps_before", "gbps_after", "lost", "lost_ideal", "qp_errors", "transport_outcome"}}
+		"gbps_before", "gbps_after", "lost_fraction", "lost_ideal_fraction", "qp_errors", "transport_outcome"}}
 	var cells []*brCell
 	point, points := 0, len(topos)*(len(brFaults)+2)
 	step := func(label string) {
@@ -295,7 +295,7 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "fabric\tfault\ttouches\tworkload\tGb/s\tlost\tideal\tQP errors\n")
+	fmt.Fprintf(tw, "fabric\tfault\ttouches\tworkload\tthroughput, no fault → fault (Gb/s)\tlost (%%)\tideal (%%)\tQP errors\n")
 	plot := Plot{Name: "capacity_lost", Title: fmt.Sprintf("throughput lost per fault (%d hosts, %d T1s per plane)", hosts, t1s),
 		XLabel: "fault (workload: T0–T1 link: every host across T1; others: one flow from the touched host 0)", YLabel: "throughput lost (%)"}
 	for _, f := range brFaults {
@@ -310,7 +310,7 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 		if r.s.QPErrors > 0 {
 			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s (%d QP errors)", c.topo.name, c.fault.name, r.s.QPErrors))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f → %.0f\t%.2f%%\t%.2f%%\t%d\n", c.topo.name, c.fault.name, touches(r), c.fault.workload, c.base.job/1e9, r.job/1e9,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f → %.0f\t%.2f\t%.2f\t%d\n", c.topo.name, c.fault.name, touches(r), c.fault.workload, c.base.job/1e9, r.job/1e9,
 			100*c.lost, 100*c.ideal, r.s.QPErrors)
 		res.Rows = append(res.Rows, []string{c.topo.name, c.fault.name, c.fault.kind, c.fault.target, c.fault.workload, strings.Join(r.targets, " "),
 			strconv.Itoa(len(r.touched)), portsPerHost(r.touched), strconv.Itoa(len(r.planes)), f4(c.base.job / 1e9), f4(r.job / 1e9),
@@ -330,7 +330,7 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	// The T0–T1 cable's share is too small to read on the same axis.
 	lp := Plot{Name: "t0_t1_link_lost", Title: "one T0–T1 cable down: job throughput lost (every host across T1)",
-		XLabel: "fabric", YLabel: "throughput lost (%)"}
+		XLabel: "fabric (planes × link speed)", YLabel: "throughput lost (%)"}
 	meas, ideal := Series{Name: "measured"}, Series{Name: "capacity removed: 1/(planes × T1s)"}
 	for _, c := range cells {
 		if c.fault.name == brFaults[0].name {
@@ -343,11 +343,11 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 	lp.Series = []Series{meas, ideal}
 	res.Table, res.Plots = tb.String(), []Plot{plot, lp}
 	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
-	res.Notes = fmt.Sprintf("Window %v–%v of virtual time; %d hosts (2 T0s × %d) and %d T1s per plane. "+
+	res.Notes = fmt.Sprintf("Window %s–%s of virtual time; %d hosts (2 T0s × %d) and %d T1s per plane. "+
 		"shift: every host sends to the host n/2 away (under the other T0); p2p: host 0 → host %d. "+
 		"\"touches\" is what the fault's selector resolved to; events.jsonl is the faults recorder's log of every faulted run; QP errors are the faulted run's (the run stops at the window's end, so flows are cut short, not failed). "+
 		"The published setup: 8 × 100G planes with 32 T1s (1/256 = 0.39%%) against one 800G plane (1/32 = 3.1%%).",
-		time.Duration(from), time.Duration(to), hosts, t1s, t1s, hosts-1)
+		durText(time.Duration(from)), durText(time.Duration(to)), hosts, t1s, t1s, hosts-1)
 	res.Checks = x.checks(cells, t1s)
 	return res, nil
 }
@@ -412,8 +412,8 @@ func portsPerHost(t map[int]int) string {
 // checks compare with T8. Thresholds fixed before the first run: a
 // throughput share matches when it is within 1 percentage point of the
 // capacity the fault removes (the faults package's T8 test uses the same
-// band), and "far less with 8 planes" means at most half the one-plane
-// loss (the ideal ratio is 8).
+// band), and "far less with 8 planes" means at most half the share the
+// one-plane fabric loses (the ideal ratio is 8).
 func (blastRadius) checks(cells []*brCell, t1s int) []Check {
 	get := func(topo, fault string) *brCell {
 		for _, c := range cells {

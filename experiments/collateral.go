@@ -2,9 +2,11 @@ package experiments
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -152,10 +154,11 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	line := float64(env.Config.Fabric.HostLinkBps())
 	var events uint64
-	for _, cell := range cells {
+	for i, cell := range cells {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		env.Point(i, len(cells), cell.name)
 		cfg, err := override(env.Config, append(cell.sets, "transport.payload=elided"))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell.name, err)
@@ -236,32 +239,35 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 
 func (collateral) report(cells []*coCell, n int, each uint64, incastAt, interval time.Duration, senders []int, vsrc int, line float64) *Results {
 	res := &Results{Columns: []string{"transport", "senders", "bytes_each", "incast_start_ns", "incast_end_ns", "incast_stalled", "incast_fraction_of_line",
-		"victim_before", "victim_during", "victim_worst_sample", "victim_after", "pause_frames", "drops", "trims"}}
+		"victim_before_fraction_of_line", "victim_during_fraction_of_line", "victim_worst_sample_fraction_of_line", "victim_after_fraction_of_line", "pause_frames", "drops", "trims"}}
 	var samples int
 	for _, c := range cells {
 		samples = max(samples, len(c.victim))
 	}
 	bin := time.Duration(max(1, (samples+plotPoints-1)/plotPoints)) * interval
-	tp := Plot{Name: "victim_throughput", Title: fmt.Sprintf("victim %d → 1 next to a %d:1 incast into 0 (%s each, from %v; mean per %v)", vsrc, n, collectives.FormatBytes(each), incastAt, bin),
-		XLabel: "virtual time (µs)", YLabel: "victim throughput into its NIC (Gb/s)"}
+	tp := Plot{Name: "victim_throughput", Title: fmt.Sprintf("victim %d → 1 next to a %d:1 incast into 0 (%s each, from %s; mean per %s)", vsrc, n, collectives.FormatBytes(each), durText(incastAt), durText(bin)),
+		XLabel: "virtual time (µs)", YLabel: "victim throughput into its NIC (Gb/s)",
+		Marks: []Mark{{X: float64(incastAt.Nanoseconds()) / 1e3, Label: "incast starts"}}}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "transport\tvictim before\tduring incast\tworst %v sample\tafter\tincast µs\tincast of line\tPAUSE\tdrops\ttrims\n", interval)
+	fmt.Fprintf(tw, "transport\tvictim before (%% of line)\tduring incast (%% of line)\tworst %s sample (%% of line)\tafter (%% of line)\tincast duration (µs)\tincast rate (%% of line)\tPAUSE frames\tdrops\ttrims\n", durText(interval))
 	res.Points = len(cells)
 	for _, c := range cells {
-		stall := ""
+		stall, end := "", "incast done"
 		if c.stalled {
-			stall = " (stalled)"
+			stall, end = " (stalled)", "incast stalled"
 			res.Failed = append(res.Failed, fmt.Sprintf("%s (incast stalled: not done by exp.deadline)", c.name))
 		}
-		fmt.Fprintf(tw, "%s\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.0f%s\t%.1f%%\t%d\t%d\t%d\n", c.name, 100*c.before, 100*c.during, 100*c.worst, 100*c.after,
-			float64(c.incastEnd-sim.Time(incastAt))/1e3, stall, 100*c.incastFrac, c.pauses, c.drops, c.trims)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.0f%s\t%s\t%d\t%d\t%d\n", c.name, pctCell(c.before), pctCell(c.during), pctCell(c.worst), pctCell(c.after),
+			float64(c.incastEnd-sim.Time(incastAt))/1e3, stall, pctCell(c.incastFrac), c.pauses, c.drops, c.trims)
+		tp.Marks = append(tp.Marks, Mark{X: float64(c.incastEnd) / 1e3, Label: c.name + ": " + end})
 		res.Rows = append(res.Rows, []string{c.short, strconv.Itoa(n), strconv.FormatUint(each, 10), strconv.FormatInt(incastAt.Nanoseconds(), 10),
 			strconv.FormatInt(int64(c.incastEnd), 10), strconv.FormatBool(c.stalled), f4(c.incastFrac), f4(c.before), f4(c.during), f4(c.worst), f4(c.after),
 			strconv.FormatUint(c.pauses, 10), strconv.FormatUint(c.drops, 10), strconv.FormatUint(c.trims, 10)})
 		tp.Series = append(tp.Series, binned(c.name, c.victim, 0, float64(interval.Nanoseconds())/1e3, plotPoints))
 	}
 	tw.Flush()
+	sortMarks(tp.Marks)
 	res.Table, res.Plots = tb.String(), []Plot{tp}
 	res.Notes = fmt.Sprintf("Incast senders: hosts %v → host 0; victim: host %d → host 1. Line rate %.0f Gb/s.", senders, vsrc, line/1e9)
 	m, d1, d8, p := cells[0], cells[1], cells[2], cells[3]
@@ -369,6 +375,12 @@ func binned(name string, y []float64, x0, dx float64, maxPoints int) Series {
 		s.Y = append(s.Y, sum/float64(n))
 	}
 	return s
+}
+
+// sortMarks orders a plot's marks by x (stable: equal times keep the
+// order they were added in).
+func sortMarks(m []Mark) {
+	slices.SortStableFunc(m, func(a, b Mark) int { return cmp.Compare(a.X, b.X) })
 }
 
 // meanRate is the mean of the samples whose interval lies in [from, to]

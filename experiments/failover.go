@@ -106,11 +106,13 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
 	res := &Results{Columns: []string{"transport", "bytes", "cut_at_ns", "fault_target", "transport_outcome", "fault_outcome", "first_loss_ns", "detect_ns", "bypass_ns",
 		"packets_lost", "data_into_dead_link", "qp_errors", "timeouts", "retransmissions", "verified", "job_ns", "baseline_ns", "slowdown"}}
-	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("%s host 0 → last host, busiest T0–T1 link cut at %v", collectives.FormatBytes(size), cutAt),
-		XLabel: "virtual time (µs)", YLabel: "received at the destination NIC (Gb/s)"}
+	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("%s host 0 → last host, busiest T0–T1 link cut at %s", collectives.FormatBytes(size), durText(cutAt)),
+		XLabel: "virtual time (µs)", YLabel: "received at the destination NIC (Gb/s)",
+		Marks: []Mark{{X: float64(cutAt.Nanoseconds()) / 1e3, Label: "link cut"}}}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "transport\tcut link\toutcome\tfault\tdetect µs\tbypass µs\tlost\tQP errors\ttimeouts\tjob\tbaseline")
+	// Detect and bypass count from the cut; job and baseline from 0.
+	fmt.Fprintln(tw, "transport\tcut link\toutcome\tfault\tdetect after cut (µs)\tbypass after cut (µs)\tframes lost\tQP errors\ttimeouts\tjob (µs)\tbaseline (µs)")
 	for ci, cell := range cells {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -170,8 +172,13 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		if len(f.Targets) > 0 {
 			target = f.Targets[0]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cell.name, target, s.TransportOutcome, f.Outcome, usOrNever(f.DetectNs), usOrNever(f.BypassNs),
-			f.PacketsLost, s.QPErrors, s.Timeouts, time.Duration(s.JobNs), time.Duration(s.BaselineNs))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cell.name, target, s.TransportOutcome, f.Outcome, usCell(f.DetectNs), usCell(f.BypassNs),
+			f.PacketsLost, s.QPErrors, s.Timeouts, usCell(s.JobNs), usCell(s.BaselineNs))
+		// The path recovers when this transport's last data frame went into
+		// the dead link (the faults recorder's bypass), if it moved off it.
+		if f.BypassNs >= 0 {
+			tp.Marks = append(tp.Marks, Mark{X: float64(cutAt.Nanoseconds()+f.BypassNs) / 1e3, Label: cell.name + " off the cut link"})
+		}
 		res.Rows = append(res.Rows, []string{cell.name, strconv.FormatUint(size, 10), strconv.FormatInt(cutAt.Nanoseconds(), 10), target, s.TransportOutcome, f.Outcome,
 			strconv.FormatInt(f.FirstLossNs, 10), strconv.FormatInt(f.DetectNs, 10), strconv.FormatInt(f.BypassNs, 10), strconv.FormatUint(f.PacketsLost, 10),
 			strconv.FormatUint(f.DataIntoFail, 10), strconv.Itoa(s.QPErrors), strconv.FormatUint(s.Timeouts, 10), strconv.FormatUint(s.Retransmissions, 10),
@@ -185,6 +192,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	if s := cells[0].s; s.TransportOutcome != "completed" {
 		res.Failed = append(res.Failed, fmt.Sprintf("%s (transfer %s, %d QP errors)", cells[0].name, s.TransportOutcome, s.QPErrors))
 	}
+	sortMarks(tp.Marks)
 	res.Table, res.Plots = tb.String(), []Plot{tp}
 	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
 	m, r := cells[0].s, cells[1].s

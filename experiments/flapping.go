@@ -160,7 +160,7 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 			err = fmt.Errorf("%d wrong elements", r.Wrong)
 		}
 		if err != nil {
-			o.err = fmt.Errorf("iteration %d at %v: %w", len(o.iters)+1, time.Duration(t0), err)
+			o.err = fmt.Errorf("iteration %d at %s: %w", len(o.iters)+1, durText(time.Duration(t0)), err)
 			break
 		}
 		if len(o.iters) == 0 && rec != nil {
@@ -276,13 +276,13 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 	res.Columns = []string{"phase", "from_ns", "to_ns", "baseline_goodput_GBps", "flapping_goodput_GBps", "ratio", "baseline_rx_Gbps", "flapping_rx_Gbps"}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "phase\twindow\tjob goodput, no faults\twith flapping\tchange\tNIC rx Gb/s, no faults\twith flapping\n")
+	fmt.Fprintf(tw, "phase\twindow (ms)\tjob goodput, no faults (GB/s)\twith flapping (GB/s)\tchange (%%)\tNIC rx, no faults (Gb/s)\twith flapping (Gb/s)\n")
 	ratio := map[string]float64{}
 	for _, ph := range phases {
 		b, f := meanRate(base.good, interval, ph.a, ph.b), meanRate(fl.good, interval, ph.a, ph.b)
 		rb, rf := meanRate(base.rx, interval, ph.a, ph.b), meanRate(fl.rx, interval, ph.a, ph.b)
 		ratio[ph.name] = f / b
-		fmt.Fprintf(tw, "%s\t%v–%v\t%.1f GB/s\t%.1f GB/s\t%+.1f%%\t%.0f\t%.0f\n", ph.name, time.Duration(ph.a), time.Duration(ph.b), b, f, 100*(f/b-1), rb, rf)
+		fmt.Fprintf(tw, "%s\t%.3f–%.3f\t%.1f\t%.1f\t%+.1f\t%.0f\t%.0f\n", ph.name, float64(ph.a)/1e6, float64(ph.b)/1e6, b, f, 100*(f/b-1), rb, rf)
 		res.Rows = append(res.Rows, []string{ph.name, strconv.FormatInt(int64(ph.a), 10), strconv.FormatInt(int64(ph.b), 10), f4(b), f4(f), f4(f / b), f4(rb), f4(rf)})
 	}
 	tw.Flush()
@@ -300,13 +300,13 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 		fmt.Fprintf(fw, "%s\t%d\t%d\t%d\t%d\t%s\n", [2]string{"no faults", "flapping"}[i], len(o.iters), o.qpErrors, o.retx, o.timeouts, result)
 	}
-	fmt.Fprintf(fw, "\nflapping link\tflaps\tfirst loss\tdetect\tframes lost\toutcome\n")
+	fmt.Fprintf(fw, "\nflapping link\tflaps\tfirst loss after start (µs)\tdetect after start (µs)\tframes lost\toutcome\n")
 	for i, f := range fl.faults {
 		t := ""
 		if i < len(fl.targets) {
 			t = fl.targets[i]
 		}
-		fmt.Fprintf(fw, "%s\t%d\t%s\t%s\t%d\t%s\n", t, fl.flaps[i], usOrNever(f.FirstLossNs), usOrNever(f.DetectNs), f.PacketsLost, f.Outcome)
+		fmt.Fprintf(fw, "%s\t%d\t%s\t%s\t%d\t%s\n", t, fl.flaps[i], usCell(f.FirstLossNs), usCell(f.DetectNs), f.PacketsLost, f.Outcome)
 	}
 	fw.Flush()
 	res.Table = tb.String() + fb.String()
@@ -314,9 +314,9 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 	for _, k := range fl.flaps {
 		total += k
 	}
-	res.Notes = fmt.Sprintf("Flapping: %s, %d flap-downs in all (four links, down %v at the start of every 500 µs period, jitter ≤ 100 µs) between %v and %v. "+
-		"The faults event log (events.jsonl) has %d entries. Job: ring all-reduce of %s over %d ranks, repeated until %v; payload %s.",
-		strings.Join(fl.targets, ", "), total, 100*time.Microsecond, flapAt, time.Duration(flapEnd), fl.entries, collectives.FormatBytes(size), n, time.Duration(end), payload)
+	res.Notes = fmt.Sprintf("Flapping: %s, %d flap-downs in all (four links, down %s at the start of every 500 µs period, jitter ≤ 100 µs) between %s and %s. "+
+		"The faults event log (events.jsonl) has %d entries. Job: ring all-reduce of %s over %d ranks, repeated until %s; payload %s.",
+		strings.Join(fl.targets, ", "), total, durText(100*time.Microsecond), durText(flapAt), durText(time.Duration(flapEnd)), fl.entries, collectives.FormatBytes(size), n, durText(time.Duration(end)), payload)
 	res.Files = []File{{Name: "events.jsonl", Data: fl.log}}
 	res.Plots = x.plots(base, fl, interval, flapAt, flapEnd, size, n)
 	res.Checks = x.checks(base, fl, ratio, payload)
@@ -324,35 +324,31 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 }
 
 func (flapping) plots(base, fl *flOut, interval, flapAt time.Duration, flapEnd sim.Time, size uint64, n int) []Plot {
-	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("ring all-reduce job, %d ranks: goodput, four T0–T1 links flapping in the box", n),
-		XLabel: "virtual time (ms)", YLabel: fmt.Sprintf("bytes placed by every QP per %v (GB/s)", interval)}
-	var top float64
+	// The flapping's start and end, in ms like the x axes (each flap of
+	// four links, 8–80 per link, would bury the lines).
+	marks := func() []Mark {
+		return []Mark{{X: float64(flapAt) / 1e6, Label: "flapping starts"}, {X: float64(flapEnd) / 1e6, Label: "flapping ends"}}
+	}
+	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("ring all-reduce job, %d ranks: goodput per %s, four T0–T1 links flapping", n, durText(interval)),
+		XLabel: "virtual time (ms)", YLabel: "job goodput: bytes placed by every QP (GB/s)", Marks: marks()}
 	for i, o := range []*flOut{base, fl} {
 		s := Series{Name: [2]string{"no faults", "four links flapping"}[i]}
 		for k, v := range o.good {
 			s.X = append(s.X, float64(int64(k+1)*interval.Nanoseconds())/1e6)
 			s.Y = append(s.Y, v)
-			top = max(top, v)
 		}
 		tp.Series = append(tp.Series, s)
 	}
-	a, b := float64(flapAt)/1e6, float64(flapEnd)/1e6
-	top *= 1.05
-	tp.Series = append(tp.Series, Series{Name: "flapping window", X: []float64{a, a, b, b}, Y: []float64{0, top, top, 0}})
-	ip := Plot{Name: "busbw_per_iteration", Title: fmt.Sprintf("busbw of each %s all-reduce iteration, flapping in the box", collectives.FormatBytes(size)),
-		XLabel: "iteration end, virtual time (ms)", YLabel: "busbw (GB/s)"}
-	top = 0
+	ip := Plot{Name: "busbw_per_iteration", Title: fmt.Sprintf("busbw of each %s all-reduce iteration, four T0–T1 links flapping", collectives.FormatBytes(size)),
+		XLabel: "iteration end, virtual time (ms)", YLabel: "busbw (GB/s)", Marks: marks()}
 	for i, o := range []*flOut{base, fl} {
 		s := Series{Name: [2]string{"no faults", "four links flapping"}[i]}
 		for _, it := range o.iters {
 			s.X = append(s.X, float64(it.end)/1e6)
 			s.Y = append(s.Y, it.busbw)
-			top = max(top, it.busbw)
 		}
 		ip.Series = append(ip.Series, s)
 	}
-	top *= 1.05
-	ip.Series = append(ip.Series, Series{Name: "flapping window", X: []float64{a, a, b, b}, Y: []float64{0, top, top, 0}})
 	return []Plot{tp, ip}
 }
 

@@ -51,6 +51,9 @@ measured 87% within T0 and 80% across T1 (the longer RTT costs more), with
 goodput barely depends on the write size.`
 }
 
+// latencyBytes is the size of the latency probe: one WriteImm of 2 bytes.
+const latencyBytes = 2
+
 type p2pVariant struct {
 	name string
 	sets []string
@@ -128,12 +131,12 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 	res := &Results{Columns: []string{"transport", "path", "from", "to", "measure", "write_bytes", "latency_ns", "goodput_bps", "fraction_of_line_rate"}}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "transport\tpath\tmeasure\twrite\tone-way µs\tgoodput Gb/s\tof line rate")
+	fmt.Fprintln(tw, "transport\tpath\tmeasure\twrite (bytes)\tone-way latency (µs)\tgoodput (Gb/s)\tof line rate (%)")
 	type key struct{ v, path string }
 	lat := map[key]sim.Time{}
 	frac := map[key]map[uint64]float64{}
 	var plots []Plot
-	bw := Plot{Name: "bandwidth_vs_write", Title: "one QP: goodput vs write size", XLabel: "write size (bytes)", YLabel: "fraction of the QP's line rate", LogX: true}
+	bw := Plot{Name: "bandwidth_vs_write", Title: "one QP: goodput vs write size", XLabel: "write size (bytes)", YLabel: "goodput (% of the QP's line rate)", LogX: true}
 	point, points := 0, len(p2pVariants)*2*(1+len(writes))
 	for _, v := range p2pVariants {
 		cfg, err := override(env.Config, v.sets)
@@ -151,13 +154,13 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 			k := key{v.name, pth.name}
 			env.Point(point, points, fmt.Sprintf("%s %s, 2 B latency", v.name, pth.name))
 			point++
-			l, _, _, err := p2pOnce(env, cfg, 0, pth.to, 2, 2, &res.Events)
+			l, _, _, err := p2pOnce(env, cfg, 0, pth.to, latencyBytes, latencyBytes, &res.Events)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s latency: %w", v.name, pth.name, err)
 			}
 			lat[k] = l
-			fmt.Fprintf(tw, "%s\t%s\tlatency\t2 B\t%.3f\t\t\n", v.name, pth.name, float64(l)/1e3)
-			res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "latency", "2", strconv.FormatInt(int64(l), 10), "", ""})
+			fmt.Fprintf(tw, "%s\t%s\tlatency\t%s\t%.3f\t\t\n", v.name, pth.name, collectives.FormatBytes(latencyBytes), float64(l)/1e3)
+			res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "latency", strconv.Itoa(latencyBytes), strconv.FormatInt(int64(l), 10), "", ""})
 			frac[k] = map[uint64]float64{}
 			s := Series{Name: v.name + ", " + pth.name}
 			for _, w := range writes {
@@ -168,10 +171,10 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 					return nil, fmt.Errorf("%s %s %d B writes: %w", v.name, pth.name, w, err)
 				}
 				frac[k][w] = g / line
-				fmt.Fprintf(tw, "%s\t%s\tbandwidth\t%s\t\t%.1f\t%.1f%%\n", v.name, pth.name, collectives.FormatBytes(w), g/1e9, 100*g/line)
+				fmt.Fprintf(tw, "%s\t%s\tbandwidth\t%s\t\t%.1f\t%s\n", v.name, pth.name, collectives.FormatBytes(w), g/1e9, pctCell(g/line))
 				res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "bandwidth", strconv.FormatUint(w, 10), "", strconv.FormatFloat(g, 'f', 0, 64), f4(g / line)})
 				s.X = append(s.X, float64(w))
-				s.Y = append(s.Y, g/line)
+				s.Y = append(s.Y, 100*g/line)
 			}
 			bw.Series = append(bw.Series, s)
 			env.logf("p2p: %s %s done\n", v.name, pth.name)

@@ -143,10 +143,10 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	res := &Results{Columns: []string{"forwarding", "trial", "src", "dst", "bytes", "fraction_of_line_rate"}}
 	pl := Plot{Name: "flow_fraction_cdf", Title: fmt.Sprintf("random permutation, %d hosts, %s per flow: per-flow goodput (sorted)", env.Config.Fabric.Hosts, collectives.FormatBytes(size)),
-		XLabel: "flow (sorted by goodput), fraction of all flows", YLabel: "goodput / host line rate"}
+		XLabel: "flows, sorted by goodput (fraction of all flows)", YLabel: "goodput (% of host line rate)"}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "forwarding\tflows\tmean of line rate\tworst flow\tbest flow")
+	fmt.Fprintln(tw, "forwarding\tflows\tmean goodput (% of line rate)\tworst flow (% of line rate)\tbest flow (% of line rate)")
 	mean := map[string]float64{}
 	worst := map[string]float64{}
 	for vi, v := range variants {
@@ -179,10 +179,10 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 		s := Series{Name: v.name}
 		for i, f := range sorted {
 			s.X = append(s.X, float64(i+1)/float64(len(sorted)))
-			s.Y = append(s.Y, f)
+			s.Y = append(s.Y, 100*f)
 		}
 		pl.Series = append(pl.Series, s)
-		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\n", v.name, len(all), 100*mean[v.short], 100*sorted[0], 100*sorted[len(sorted)-1])
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.name, len(all), pctCell(mean[v.short]), pctCell(sorted[0]), pctCell(sorted[len(sorted)-1]))
 		env.logf("permutation: %s: mean %.1f%% of line rate\n", v.name, 100*mean[v.short])
 	}
 	tw.Flush()
