@@ -55,13 +55,30 @@ var floatRanges = map[string]string{
 	"transport.mrc.tlpFactor": "{0} ∪ [0.5, 64]",
 }
 
-type validator struct{ errs []error }
+type validator struct {
+	errs []error
+	// rules, when not nil, records the rule each helper below applies to
+	// a path, whether or not the value passes: Schema reads them, so the
+	// documented ranges are the ones enforced.
+	rules map[string]fieldRule
+}
+
+// fieldRule is one recorded rule: its kind (the value's format: "speed",
+// "duration"; "" for a plain range or choice) and its text.
+type fieldRule struct{ kind, text string }
+
+func (v *validator) rule(path, kind, text string) {
+	if v.rules != nil {
+		v.rules[path] = fieldRule{kind, text}
+	}
+}
 
 func (v *validator) add(path, reason string, value any) {
 	v.errs = append(v.errs, &FieldError{Path: path, Reason: reason, Value: value})
 }
 
 func (v *validator) intRange(path string, x, lo, hi int) bool {
+	v.rule(path, "", fmt.Sprintf("%d..%d", lo, hi))
 	if x < lo || x > hi {
 		v.add(path, fmt.Sprintf("must be %d..%d", lo, hi), x)
 		return false
@@ -70,16 +87,18 @@ func (v *validator) intRange(path string, x, lo, hi int) bool {
 }
 
 func (v *validator) oneOf(path, x string, allowed ...string) {
+	q := make([]string, len(allowed))
+	for i, a := range allowed {
+		q[i] = strconv.Quote(a)
+	}
+	v.rule(path, "", "one of "+strings.Join(q, ", "))
 	if !slices.Contains(allowed, x) {
-		q := make([]string, len(allowed))
-		for i, a := range allowed {
-			q[i] = strconv.Quote(a)
-		}
 		v.add(path, "must be one of "+strings.Join(q, ", "), x)
 	}
 }
 
 func (v *validator) speed(path, s string) {
+	v.rule(path, "speed", fmt.Sprintf("%s..%s, with a unit", FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)))
 	bps, err := ParseSpeed(s)
 	if err != nil {
 		if hint := unitHint(s, "G"); hint != "" {
@@ -124,6 +143,7 @@ func (v *validator) duration(path, s, example string) (time.Duration, bool) {
 }
 
 func (v *validator) delay(path, s string) {
+	v.rule(path, "duration", "0.."+shortDuration(MaxLinkDelay))
 	d, ok := v.duration(path, s, "1us")
 	switch {
 	case !ok:
@@ -134,6 +154,7 @@ func (v *validator) delay(path, s string) {
 
 // positiveDuration checks a required duration in (0, hi] and returns it.
 func (v *validator) positiveDuration(path, s string, hi time.Duration) (time.Duration, bool) {
+	v.rule(path, "duration", "> 0 and ≤ "+shortDuration(hi))
 	d, ok := v.duration(path, s, "10ms")
 	switch {
 	case !ok:
@@ -224,8 +245,12 @@ func (t *TransportConfig) validate(v *validator) {
 // errors.Join, each a *FieldError. A nil result means the config is usable.
 // Validate does not modify c; fields that Normalize derives may be zero
 // (see Normalize).
-func (c *Config) Validate() error {
-	var v validator
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, recording into rules (when not nil) the rule each
+// validator helper applies (Schema).
+func (c *Config) validate(rules map[string]fieldRule) error {
+	v := validator{rules: rules}
 	v.finiteFloats(reflect.ValueOf(*c), "")
 	c.Fabric.validate(&v)
 	c.Transport.validate(&v)
