@@ -246,14 +246,7 @@ func roceCapture(t *testing.T, dir string, sets ...string) *Capture {
 	if err := capt.Attach(c, ""); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := c.Connect(0, 15)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.StartTransfer(ps[0], c.Region(0, 2<<20, randomFill(3)), c.Region(15, 2<<20, nil), 2<<20, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := startWrite(t, c, 2<<20, randomFill(3))
 	c.Loop.RunWhile(func() bool { return !tr.Done() })
 	if len(tr.Errors) > 0 {
 		t.Fatal(tr.Errors[0])
@@ -461,23 +454,12 @@ func TestCaptureSteadyStateAllocations(t *testing.T) {
 	if err := capt.Attach(c, ""); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := c.Connect(0, 15)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.StartTransfer(ps[0], c.Region(0, 1<<30, nil), c.Region(15, 1<<30, nil), 1<<30, 1<<30); err != nil {
-		t.Fatal(err)
-	}
+	startWrite(t, c, 1<<30, nil)
 	c.Loop.RunUntil(sim.Millisecond)
 	w0, _ := capt.Written()
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	c.Loop.RunUntil(3 * sim.Millisecond)
-	runtime.ReadMemStats(&m1)
+	allocs := mallocs(func() { c.Loop.RunUntil(3 * sim.Millisecond) })
 	w1, over := capt.Written()
 	frames := w1 - w0
-	allocs := m1.Mallocs - m0.Mallocs
 	t.Logf("%d frames captured in 2 ms of virtual time, %d allocations (%.4f per frame)", frames, allocs, float64(allocs)/float64(frames))
 	if frames < 1000 || over != 0 || float64(allocs)/float64(frames) > 0.01 {
 		t.Errorf("%d allocations for %d captured frames (%d not written)", allocs, frames, over)
@@ -485,4 +467,29 @@ func TestCaptureSteadyStateAllocations(t *testing.T) {
 	if err := capt.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startWrite starts writing n bytes from h0 to h15 (the last host) in
+// chunks of up to 1 MiB.
+func startWrite(t *testing.T, c *Cluster, n uint64, fill func([]byte)) *Transfer {
+	t.Helper()
+	ps, err := c.Connect(0, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.StartTransfer(ps[0], c.Region(0, n, fill), c.Region(15, n, nil), n, min(n, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// mallocs returns the heap allocations f makes.
+func mallocs(f func()) uint64 {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	f()
+	runtime.ReadMemStats(&m1)
+	return m1.Mallocs - m0.Mallocs
 }
