@@ -41,7 +41,7 @@ func CheckParallel(c config.Config) error {
 		bad = append(bad, "run.pacing=realtime")
 	}
 	if len(c.Output.Pcap) > 0 {
-		bad = append(bad, "output.pcap")
+		bad = append(bad, "output.pcap (a capture's files are written by one goroutine, and the captured ports would run on several)")
 	}
 	if c.Host.TCP {
 		bad = append(bad, "host.tcp")

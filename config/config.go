@@ -284,12 +284,49 @@ type RunConfig struct {
 	RealtimeSlowdown float64 `mapstructure:"realtimeSlowdown" yaml:"realtimeSlowdown" json:"realtimeSlowdown"`
 }
 
+// Packet capture formats (output.pcapFormat).
+const (
+	PcapFormatNG      = "pcapng" // one file; an interface per port, directions
+	PcapFormatClassic = "pcap"   // one classic file per port
+)
+
+// Packet capture bounds and defaults (output.pcap*).
+const (
+	DefaultPcapMaxPackets = 1_000_000
+	MaxPcapMaxPackets     = 100_000_000
+	// DefaultPcapSnaplen keeps every header of every frame vcluster puts
+	// on the wire: the deepest stacks are 154 bytes — an MRC SACK
+	// (Ethernet 14, outer uSID IPv6 40, IPv6 40, UDP 8, BTH 12, SETH 28,
+	// CC_STATE 8, ICRC 4) and a netstack TCP segment with 40 bytes of
+	// options in uSID encapsulation (14 + 40 + 40 + 60); an MRC data
+	// header is at most 142, RoCE's shorter — with the first hundred
+	// bytes of payload besides.
+	DefaultPcapSnaplen = 256
+	MinPcapSnaplen     = 64
+	MaxPcapSnaplen     = 65535
+)
+
 // OutputConfig controls where results go.
 type OutputConfig struct {
 	// Dir is the output directory.
 	Dir string `mapstructure:"dir" yaml:"dir" json:"dir"`
-	// Pcap lists the port names to capture (free text, resolved by the fabric).
+	// Pcap lists the ports to capture, by name: host NIC ports
+	// h<host>/p<plane>; switch ports p<plane>.t0.<i>/<port> and
+	// p<plane>.t1.<i>/<port> in a Clos, edge.<pod>.<i>/<port>,
+	// agg.<pod>.<i>/<port> and core.<i>/<port> in a fat-tree. Validate
+	// checks each against the fabric (CheckCapturePorts).
 	Pcap []string `mapstructure:"pcap" yaml:"pcap" json:"pcap"`
+	// PcapFormat is "pcapng" (one file, an interface per captured port,
+	// each frame's direction) or "pcap" (one classic file per port).
+	PcapFormat string `mapstructure:"pcapFormat" yaml:"pcapFormat" json:"pcapFormat"`
+	// PcapMaxPackets bounds the frames a whole run writes, every port and
+	// cluster together, 1..100 000 000: past it frames are counted, not
+	// written, so a capture cannot fill the disk.
+	PcapMaxPackets int `mapstructure:"pcapMaxPackets" yaml:"pcapMaxPackets" json:"pcapMaxPackets"`
+	// PcapSnaplen is the most bytes kept of each frame: 0 (whole frames)
+	// or 64..65535. The default, 256, keeps every header (see
+	// DefaultPcapSnaplen).
+	PcapSnaplen int `mapstructure:"pcapSnaplen" yaml:"pcapSnaplen" json:"pcapSnaplen"`
 }
 
 // Default returns the documented defaults: a 4-plane clos of 4 T0 × 4
@@ -351,7 +388,8 @@ func Default() Config {
 			Duration:         "10ms",
 			RealtimeSlowdown: 1,
 		},
-		Output: OutputConfig{Dir: "out", Pcap: []string{}},
+		Output: OutputConfig{Dir: "out", Pcap: []string{}, PcapFormat: PcapFormatNG,
+			PcapMaxPackets: DefaultPcapMaxPackets, PcapSnaplen: DefaultPcapSnaplen},
 	}
 	c.Normalize()
 	return c

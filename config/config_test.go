@@ -85,6 +85,10 @@ func TestDefaultValidates(t *testing.T) {
 		{"duration", c.Run.RunDuration(), 10 * time.Millisecond},
 		{"slowdown", c.Run.RealtimeSlowdown, 1.0},
 		{"output.dir", c.Output.Dir, "out"},
+		{"output.pcap", c.Output.Pcap, []string{}},
+		{"output.pcapFormat", c.Output.PcapFormat, "pcapng"},
+		{"output.pcapMaxPackets", c.Output.PcapMaxPackets, 1_000_000},
+		{"output.pcapSnaplen", c.Output.PcapSnaplen, 256},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {
@@ -158,7 +162,7 @@ fabric:
 transport:
   kind: roce
 output:
-  pcap: [t0-0.p0, t1-3.p2]
+  pcap: [p0.t0.0/7, p1.t1.3/3, h15/p1]
 `)
 	c, err := Load(path, []string{"fabric.planes=3", "fabric.queue.ecn.kmaxBytes=200000", "seed=9"})
 	if err != nil {
@@ -168,7 +172,7 @@ output:
 	if f.Preset != "B" || f.Planes != 3 || f.HostLinkBps() != 100e9 || f.MTU != 9000 ||
 		f.Queue.ECN.KmaxBytes != 200000 || f.Queue.ECN.KminBytes != 37500 ||
 		!slices.Equal(f.Queue.PFC.Priorities, []int{2, 5}) || c.Transport.Kind != "roce" ||
-		c.Seed != 9 || !slices.Equal(c.Output.Pcap, []string{"t0-0.p0", "t1-3.p2"}) {
+		c.Seed != 9 || !slices.Equal(c.Output.Pcap, []string{"p0.t0.0/7", "p1.t1.3/3", "h15/p1"}) {
 		t.Errorf("file+set gave %+v", c)
 	}
 
@@ -265,7 +269,8 @@ func TestLoadDerivedFields(t *testing.T) {
 func TestYAMLRoundTrip(t *testing.T) {
 	for _, sets := range [][]string{
 		nil,
-		{"fabric.preset=B", "fabric.queue.pfc.enabled=true", "fabric.queue.pfc.priorities=1,3", "output.pcap=a,b"},
+		{"fabric.preset=B", "fabric.queue.pfc.enabled=true", "fabric.queue.pfc.priorities=1,3", "output.pcap=h0/p7,p7.t1.3/3",
+			"output.pcapFormat=pcap", "output.pcapMaxPackets=100", "output.pcapSnaplen=0"},
 		{"fabric.topology=fattree", "fabric.k=6", "transport.kind=roce", "run.pacing=realtime", "run.realtimeSlowdown=2.5"},
 	} {
 		c, err := Load("", sets)
@@ -427,6 +432,15 @@ func TestInvalidConfigs(t *testing.T) {
 		{"unknown pacing", "run:\n  pacing: turbo\n", nil, []string{"run.pacing"}},
 		{"realtimeSlowdown 0.5", "", []string{"run.realtimeSlowdown=0.5"}, []string{"run.realtimeSlowdown"}},
 		{"empty output dir", "", []string{"output.dir="}, []string{"output.dir"}},
+		{"pcap format pcapng2", "", []string{"output.pcapFormat=pcapng2"}, []string{"output.pcapFormat"}},
+		{"pcap max packets 0", "", []string{"output.pcapMaxPackets=0"}, []string{"output.pcapMaxPackets"}},
+		{"pcap max packets 1e8+1", "", []string{"output.pcapMaxPackets=100000001"}, []string{"output.pcapMaxPackets"}},
+		{"pcap snaplen 63", "", []string{"output.pcapSnaplen=63"}, []string{"output.pcapSnaplen"}},
+		{"pcap snaplen 65536", "", []string{"output.pcapSnaplen=65536"}, []string{"output.pcapSnaplen"}},
+		{"pcap snaplen -1", "", []string{"output.pcapSnaplen=-1"}, []string{"output.pcapSnaplen"}},
+		{"pcap unknown host", "", []string{"output.pcap=h16/p0"}, []string{"output.pcap"}},
+		{"pcap port twice", "", []string{"output.pcap=h0/p0,p0.t1.0/0,h0/p0"}, []string{"output.pcap"}},
+		{"pcap names skipped on a bad fabric", "", []string{"fabric.planes=0", "output.pcap=nope"}, []string{"fabric.planes"}},
 		{"unknown yaml key", "fabric:\n  plnaes: 4\n", nil, []string{"fabric.plnaes"}},
 		{"unknown top-level yaml key", "fabrik: {planes: 4}", nil, []string{"fabrik"}},
 		{"unknown --set key", "", []string{"fabric.queue.ecn.kmax=3"}, []string{"fabric.queue.ecn.kmax"}},

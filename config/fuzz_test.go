@@ -37,7 +37,7 @@ func seedYAMLs(f *testing.F) [][]byte {
 	}
 	for _, sets := range [][]string{
 		{"fabric.topology=fattree", "fabric.k=8"},
-		{"fabric.preset=B", "fabric.queue.pfc.enabled=true", "fabric.queue.pfc.priorities=3,4", "transport.kind=roce", "output.pcap=a,b"},
+		{"fabric.preset=B", "fabric.queue.pfc.enabled=true", "fabric.queue.pfc.priorities=3,4", "transport.kind=roce", "output.pcap=h0/p7,p7.t1.3/3"},
 		{"run.pacing=realtime", "run.realtimeSlowdown=2.5", "transport.mrc.rto=200us", "host.netstack=false"},
 	} {
 		c, err := Load("", sets)

@@ -253,6 +253,10 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 	v := validator{rules: rules}
 	v.finiteFloats(reflect.ValueOf(*c), "")
 	c.Fabric.validate(&v)
+	if len(v.errs) == 0 {
+		// Port names only mean something on a valid fabric.
+		v.errs = append(v.errs, capturePortErrors(c)...)
+	}
 	c.Transport.validate(&v)
 	c.Run.validate(&v)
 	if c.Transport.Kind == TransportMRC && c.Fabric.MTU >= MinMTU && c.Transport.MRC.PMTU+MRCPacketOverhead > c.Fabric.MTU {
@@ -262,10 +266,158 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 	if c.Host.TCP && !c.Host.Netstack {
 		v.add("host.tcp", "needs host.netstack", c.Host.TCP)
 	}
-	if strings.TrimSpace(c.Output.Dir) == "" {
-		v.add("output.dir", "must not be empty", c.Output.Dir)
-	}
+	c.Output.validate(&v)
 	return errors.Join(v.errs...)
+}
+
+func (o *OutputConfig) validate(v *validator) {
+	if strings.TrimSpace(o.Dir) == "" {
+		v.add("output.dir", "must not be empty", o.Dir)
+	}
+	v.oneOf("output.pcapFormat", o.PcapFormat, PcapFormatNG, PcapFormatClassic)
+	v.intRange("output.pcapMaxPackets", o.PcapMaxPackets, 1, MaxPcapMaxPackets)
+	if s := o.PcapSnaplen; s != 0 && (s < MinPcapSnaplen || s > MaxPcapSnaplen) {
+		v.add("output.pcapSnaplen", fmt.Sprintf("must be 0 (whole frames) or %d..%d", MinPcapSnaplen, MaxPcapSnaplen), s)
+	}
+}
+
+// CheckCapturePorts reports every name in c.Output.Pcap that names no port
+// of the fabric c describes, and every name listed twice, without building
+// the fabric: it knows the names the topology builders give (Clos:
+// h<host>/p<plane>, p<plane>.t0.<i>/<port>, p<plane>.t1.<i>/<port>;
+// fat-tree: h<host>/p0, edge.<pod>.<i>/<port>, agg.<pod>.<i>/<port>,
+// core.<i>/<port>; numbers in decimal without leading zeros), and says
+// what the valid ranges are. Validate calls it once the fabric fields are
+// valid; on an invalid fabric it reports that instead.
+func CheckCapturePorts(c Config) error {
+	return errors.Join(capturePortErrors(&c)...)
+}
+
+func capturePortErrors(c *Config) []error {
+	if len(c.Output.Pcap) == 0 {
+		return nil
+	}
+	rules, ok := portRules(c.Fabric)
+	if !ok {
+		return []error{&FieldError{Path: "output.pcap", Reason: "cannot be checked: the fabric fields are invalid"}}
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, name := range c.Output.Pcap {
+		if seen[name] {
+			errs = append(errs, &FieldError{Path: "output.pcap", Reason: fmt.Sprintf("lists port %q twice", name)})
+			continue
+		}
+		seen[name] = true
+		if why := checkPortName(rules, name); why != "" {
+			errs = append(errs, &FieldError{Path: "output.pcap", Reason: fmt.Sprintf("no port named %q: %s", name, why)})
+		}
+	}
+	return errs
+}
+
+// portRule is one kind of port name: pattern, with '#' for each number,
+// the count of values of each number (0..n-1) and the ranges in words.
+type portRule struct {
+	pattern string
+	n       []int
+	ranges  string
+}
+
+// portRules returns the port names of the fabric f describes, or false
+// when its shape is not valid.
+func portRules(f FabricConfig) ([]portRule, bool) {
+	hosts := func(n, planes int) portRule {
+		r := portRule{"h#/p#", []int{n, planes}, fmt.Sprintf("hosts are h0..h%d, planes p0..p%d", n-1, planes-1)}
+		if planes == 1 {
+			r.ranges = fmt.Sprintf("hosts are h0..h%d, plane p0", n-1)
+		}
+		return r
+	}
+	sw := func(what, pattern string, n ...int) portRule {
+		r := portRule{pattern: pattern, n: n}
+		text := pattern
+		for _, x := range n {
+			text = strings.Replace(text, "#", fmt.Sprintf("<0..%d>", x-1), 1)
+		}
+		r.ranges = what + " ports are " + text
+		return r
+	}
+	switch f.Topology {
+	case TopologyClos:
+		t0 := f.T0PerPlane
+		if t0 == 0 && f.HostsPerT0 > 0 && f.Hosts%f.HostsPerT0 == 0 {
+			t0 = f.Hosts / f.HostsPerT0
+		}
+		if f.Planes < 1 || f.HostsPerT0 < 1 || t0 < 1 || f.T1PerPlane < 1 {
+			return nil, false
+		}
+		return []portRule{
+			hosts(f.HostsPerT0*t0, f.Planes),
+			sw("T0 switch", "p#.t0.#/#", f.Planes, t0, f.HostsPerT0+f.T1PerPlane),
+			sw("T1 switch", "p#.t1.#/#", f.Planes, f.T1PerPlane, t0),
+		}, true
+	case TopologyFatTree:
+		if !validK(f.K) {
+			return nil, false
+		}
+		k, h := f.K, f.K/2
+		return []portRule{
+			hosts(k*k*k/4, 1),
+			sw("edge switch", "edge.#.#/#", k, h, k),
+			sw("aggregation switch", "agg.#.#/#", k, h, k),
+			sw("core switch", "core.#/#", h*h, k),
+		}, true
+	}
+	return nil, false
+}
+
+// checkPortName returns "" when name is a port of rules, else why not: the
+// ranges of the rule it fits but for a number out of range, or of every
+// rule.
+func checkPortName(rules []portRule, name string) string {
+	var all []string
+	for _, r := range rules {
+		nums, ok := scanPortName(name, r.pattern)
+		if !ok {
+			all = append(all, r.ranges)
+			continue
+		}
+		for i, x := range nums {
+			if x >= r.n[i] {
+				return r.ranges
+			}
+		}
+		return ""
+	}
+	return strings.Join(all, "; ")
+}
+
+// scanPortName matches name against pattern ('#': a decimal number without
+// sign or leading zeros, as the builders print them) and returns the
+// numbers.
+func scanPortName(name, pattern string) ([]int, bool) {
+	var nums []int
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] != '#' {
+			if name == "" || name[0] != pattern[i] {
+				return nil, false
+			}
+			name = name[1:]
+			continue
+		}
+		d := 0
+		for d < len(name) && name[d] >= '0' && name[d] <= '9' {
+			d++
+		}
+		if d == 0 || d > 9 || (d > 1 && name[0] == '0') {
+			return nil, false
+		}
+		n, _ := strconv.Atoi(name[:d])
+		nums = append(nums, n)
+		name = name[d:]
+	}
+	return nums, name == ""
 }
 
 func (f *FabricConfig) validate(v *validator) {

@@ -9,7 +9,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/vcluster/vcluster/fabric"
-	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -98,8 +97,9 @@ func (n *NIC) Port(plane int) *fabric.Port { return n.ports[plane] }
 // Planes returns the number of ports (planes).
 func (n *NIC) Planes() int { return len(n.ports) }
 
-// Capture writes every frame the plane's port sends or receives to w.
-func (n *NIC) Capture(plane int, w *pcap.Writer) { n.ports[plane].Tap(w) }
+// Capture taps the plane's port: t sees every frame it sends or receives
+// (fabric.Port.Tap). A *pcap.Writer is a fabric.FrameTap.
+func (n *NIC) Capture(plane int, t fabric.FrameTap) { n.ports[plane].Tap(t) }
 
 // --- stack.LinkEndpoint ---
 

@@ -161,7 +161,7 @@ type Port struct {
 
 	acct *IngressAccounting // the owning switch's PFC state; nil at NICs
 	wd   *watchdog
-	tap  *pcap.Writer
+	tap  FrameTap
 	ctrl packetFIFO // MAC control frames: sent before any class
 	Peer *Port      // the other end
 	pool *Pool
@@ -187,7 +187,7 @@ const (
 )
 
 // portPad rounds Port up to a multiple of 64 bytes (TestPortLayout).
-const portPad = 34
+const portPad = 26
 
 // portQueues is the egress state a port needs only once traffic reaches
 // it: allocated on first use, so a million-port fabric whose ports mostly
@@ -276,10 +276,37 @@ func (pt *Port) Config() *PortConfig { return pt.cfg }
 // SetConfig replaces the port's configuration (before traffic flows).
 func (pt *Port) SetConfig(c *PortConfig) { pt.cfg = c }
 
-// Tap captures every frame the port sends or receives into w.
-func (pt *Port) Tap(w *pcap.Writer) {
-	pt.tap = w
-	pt.setFeat(featTap, w != nil)
+// FrameTap takes a copy of the frames a tapped port sends and receives.
+// ts is the virtual time in nanoseconds, dir DirOutbound for a frame the
+// port sends and DirInbound for one it receives, frame the bytes from the
+// Ethernet header on (the stored bytes: less than the frame when its
+// payload is elided) and origLen the frame's length on the wire without
+// FCS. frame is only valid during the call. TapFrame runs on the port's
+// loop, inside the frame's event: it must not block, and should not
+// allocate. A *pcap.Writer is a FrameTap (it drops the direction); one
+// sink can serve many ports by giving each its own small FrameTap value.
+type FrameTap interface {
+	TapFrame(ts int64, dir pcap.Direction, frame []byte, origLen int)
+}
+
+// Tap sets the port's tap (nil: none), which then sees every frame on
+// the cable at this end, in both directions:
+//
+//   - outbound, each frame the port sends — data, MAC control (PFC)
+//     frames, trimmed headers — stamped when its transmission starts;
+//   - inbound, each frame the port receives, that is each frame its peer
+//     sent that the link delivered, stamped when its last bit arrives
+//     (the peer's transmission end plus the propagation delay), the
+//     moment the port hands it on.
+//
+// A frame the link loses, corrupts or drops (link down) is seen outbound
+// at the sender only. A port and its peer may be tapped together: the
+// peer's outbound copy is stamped a serialization time and a propagation
+// delay before this port's inbound one. With no tap a port pays one
+// feature-bit test per frame.
+func (pt *Port) Tap(t FrameTap) {
+	pt.tap = t
+	pt.setFeat(featTap, t != nil)
 }
 
 // setFeat sets or clears feature bit f.
@@ -556,7 +583,7 @@ func (pt *Port) startNext() {
 		pt.rem = 0
 	}
 	if pt.feat&featTap != 0 {
-		pt.tap.WritePacket(int64(now), p.Data, p.WireLen-FCSLen)
+		pt.tap.TapFrame(int64(now), pcap.DirOutbound, p.Data, p.WireLen-FCSLen)
 	}
 	done := now + serializationTime(p.WireLen+pt.cfg.IFGBytes, pt.Tx.Rate, &pt.rem)
 	pt.busyUntil = done
@@ -594,7 +621,7 @@ func (pt *Port) receive(p *Packet) {
 	pt.Counters.RxPackets++
 	pt.Counters.RxBytes += uint64(p.WireLen)
 	if pt.feat&featTap != 0 {
-		pt.tap.WritePacket(int64(pt.loop.Now()), p.Data, p.WireLen-FCSLen)
+		pt.tap.TapFrame(int64(pt.loop.Now()), pcap.DirInbound, p.Data, p.WireLen-FCSLen)
 	}
 	if len(p.Data) >= EthHeaderLen && p.EtherType() == EtherTypeMACC {
 		pt.handleMACControl(p)

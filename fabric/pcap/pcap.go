@@ -1,9 +1,12 @@
-// Package pcap writes (and, for tests, reads) classic libpcap capture files.
+// Package pcap writes (and, for tests, reads) packet capture files: classic
+// libpcap files (Writer) and pcapng files (NGWriter), whose interfaces have
+// names and whose packets carry their direction.
 //
-// The writer always produces nanosecond-resolution little-endian files
-// (magic 0xa1b23c4d, version 2.4), so the virtual-nanosecond timestamps of
-// the simulator are preserved exactly. It performs no allocation per packet
-// and never reads the wall clock: every timestamp is supplied by the caller.
+// Both writers produce nanosecond-resolution little-endian files (classic
+// magic 0xa1b23c4d, version 2.4; pcapng if_tsresol 9), so the
+// virtual-nanosecond timestamps of the simulator are preserved exactly.
+// They perform no allocation per packet and never read the wall clock:
+// every timestamp is supplied by the caller.
 package pcap
 
 import (
@@ -55,6 +58,17 @@ var (
 	ErrPacketTooLong     = errors.New("pcap: packet length does not fit in 32 bits")
 )
 
+// Direction is which way a captured frame crossed its interface. The
+// values are those of the direction bits of pcapng's epb_flags.
+type Direction uint8
+
+// Directions.
+const (
+	DirUnknown  Direction = 0
+	DirInbound  Direction = 1 // received by the interface
+	DirOutbound Direction = 2 // sent by the interface
+)
+
 // Writer writes a pcap stream. It is not safe for concurrent use.
 type Writer struct {
 	under   io.Writer
@@ -62,6 +76,7 @@ type Writer struct {
 	snapLen uint32
 	link    uint32
 	closed  bool
+	err     error // the first error of TapFrame
 	hdr     [recordHeaderLen]byte
 }
 
@@ -145,27 +160,47 @@ func (w *Writer) WritePacket(tsNanos int64, frame []byte, origLen int) error {
 	return err
 }
 
-// Flush writes any buffered data to the underlying io.Writer.
+// TapFrame is WritePacket for a frame tap (fabric.FrameTap), which has no
+// use for an error: the first error is kept and returned by Flush and
+// Close. A classic file has no place for the direction; it is dropped.
+func (w *Writer) TapFrame(tsNanos int64, _ Direction, frame []byte, origLen int) {
+	if err := w.WritePacket(tsNanos, frame, origLen); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// Flush writes any buffered data to the underlying io.Writer. It returns
+// the first error of TapFrame, if any.
 func (w *Writer) Flush() error {
 	if w.closed {
 		return ErrClosed
 	}
-	return w.bw.Flush()
+	return firstErr(w.err, w.bw.Flush())
 }
 
 // Close flushes buffered data and, if the underlying io.Writer is also an
-// io.Closer, closes it. The first error encountered is returned. Calling
-// Close again returns ErrClosed.
+// io.Closer, closes it. The first error encountered (TapFrame's included)
+// is returned. Calling Close again returns ErrClosed.
 func (w *Writer) Close() error {
 	if w.closed {
 		return ErrClosed
 	}
 	w.closed = true
-	err := w.bw.Flush()
-	if c, ok := w.under.(io.Closer); ok {
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
+	return firstErr(w.err, flushClose(w.bw, w.under))
+}
+
+// flushClose flushes bw and closes under if it is an io.Closer.
+func flushClose(bw *bufio.Writer, under io.Writer) error {
+	err := bw.Flush()
+	if c, ok := under.(io.Closer); ok {
+		err = firstErr(err, c.Close())
 	}
 	return err
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }
