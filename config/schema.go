@@ -55,13 +55,14 @@ var inlineRules = map[string]string{
 	"transport.mrc.tlpFactor":               "0 turns the probe off",
 	"transport.roce.timeout":                `or "": package roce's default`,
 	"output.dir":                            "not empty",
+	"output.pcap":                           "each a port of this fabric (h<host>/p<plane> or a switch port, see CheckCapturePorts), no duplicates",
+	"output.pcapSnaplen":                    fmt.Sprintf("0 (whole frames) or %d..%d", MinPcapSnaplen, MaxPcapSnaplen),
 }
 
 // freeForm lists the fields that take any value of their type, and why.
 var freeForm = map[string]string{
 	"seed":            "any uint64: every random stream of the run derives from it",
 	"fabric.ecmpSeed": "any uint64: seeds the switches' ECMP hash",
-	"output.pcap":     "port names, free text here: the fabric resolves them when it builds",
 }
 
 // units names the unit of fields whose name or format does not say it
