@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,17 +20,35 @@ import (
 // link_lost + link_corrupted + link_down_drops + queued_frames +
 // link_in_flight.
 func (t *Topology) WriteCountersCSV(w io.Writer) error {
-	b := bufio.NewWriter(w)
-	fmt.Fprint(b, "port,tx_packets,tx_bytes,rx_packets,rx_bytes")
-	for _, n := range DropReasonNames {
-		fmt.Fprintf(b, ",drop_%s", n)
+	if _, err := io.WriteString(w, CountersCSVHeader()+"\n"); err != nil {
+		return err
 	}
-	fmt.Fprintln(b, ",ecn_marks,trims,pause_tx,resume_tx,pause_rx,resume_rx,storms,restored,max_queue_bytes,link_lost,link_corrupted,link_down_drops,"+
+	return t.WriteCountersRows(w, "")
+}
+
+// CountersCSVHeader is WriteCountersCSV's header line, without its
+// newline: port, then the counter columns.
+func CountersCSVHeader() string {
+	var b strings.Builder
+	b.WriteString("port,tx_packets,tx_bytes,rx_packets,rx_bytes")
+	for _, n := range DropReasonNames {
+		b.WriteString(",drop_" + n)
+	}
+	b.WriteString(",ecn_marks,trims,pause_tx,resume_tx,pause_rx,resume_rx,storms,restored,max_queue_bytes,link_lost,link_corrupted,link_down_drops," +
 		"sent,delivered,black_holed,queued_frames,link_in_flight")
+	return b.String()
+}
+
+// WriteCountersRows writes WriteCountersCSV's rows without its header,
+// each line starting with prefix (CSV fields ending in a comma, or ""):
+// a file can stack the fabrics of several runs, one block each, under
+// one header of its own.
+func (t *Topology) WriteCountersRows(w io.Writer, prefix string) error {
+	b := bufio.NewWriter(w)
 	outbox := t.outboxFrames()
 	row := func(p *Port) {
 		c := &p.Counters
-		fmt.Fprintf(b, "%s,%d,%d,%d,%d", p.Name, c.TxPackets, c.TxBytes, c.RxPackets, c.RxBytes)
+		fmt.Fprintf(b, "%s%s,%d,%d,%d,%d", prefix, p.Name, c.TxPackets, c.TxBytes, c.RxPackets, c.RxBytes)
 		for _, d := range c.Drops {
 			fmt.Fprintf(b, ",%d", d)
 		}

@@ -34,7 +34,9 @@ type snapshot struct {
 	events        uint64
 	rate          float64
 	clusters      int
-	counters      counters
+	// counters are per point, in the order the points came; nothing
+	// writes them after publishing.
+	counters []*pointCounters
 }
 
 type metricsServer struct {
@@ -115,28 +117,33 @@ func (m *metricsServer) Close(linger time.Duration) {
 const ns = "vcluster"
 
 var (
-	dRun       = prometheus.NewDesc(ns+"_run_info", "What is running: the experiment (or preflight).", []string{"experiment"}, nil)
-	dPoint     = prometheus.NewDesc(ns+"_point", "Current point of the experiment, counting from 1 (0 before the first).", nil, nil)
-	dPoints    = prometheus.NewDesc(ns+"_points", "Points of the experiment (0: not known).", nil, nil)
-	dVirtual   = prometheus.NewDesc(ns+"_virtual_time_seconds", "Virtual time reached by the cluster being simulated.", nil, nil)
-	dEvents    = prometheus.NewDesc(ns+"_events_total", "Simulation events executed (every watched cluster of the run).", nil, nil)
-	dRate      = prometheus.NewDesc(ns+"_events_per_second", "Events executed per wall-clock second, recently.", nil, nil)
-	dClusters  = prometheus.NewDesc(ns+"_clusters_total", "Clusters built and simulated so far.", nil, nil)
-	portLabels = []string{"tier", "plane"}
-	dPorts     = prometheus.NewDesc(ns+"_ports", "Ports in the group (tier nic/t0/t1/t2, plane), summed over clusters.", portLabels, nil)
+	dRun      = prometheus.NewDesc(ns+"_run_info", "What is running: the experiment (or preflight).", []string{"experiment"}, nil)
+	dPoint    = prometheus.NewDesc(ns+"_point", "Current point of the experiment, counting from 1 (0 before the first).", nil, nil)
+	dPoints   = prometheus.NewDesc(ns+"_points", "Points of the experiment (0: not known).", nil, nil)
+	dVirtual  = prometheus.NewDesc(ns+"_virtual_time_seconds", "Virtual time reached by the cluster being simulated.", nil, nil)
+	dEvents   = prometheus.NewDesc(ns+"_events_total", "Simulation events executed (every watched cluster of the run).", nil, nil)
+	dRate     = prometheus.NewDesc(ns+"_events_per_second", "Events executed per wall-clock second, recently.", nil, nil)
+	dClusters = prometheus.NewDesc(ns+"_clusters_total", "Clusters built and simulated so far.", nil, nil)
+	// Fabric and transport counters are per point: experiment is the
+	// phase (an experiment's name, "preflight"), point the label the
+	// experiment gave the point ("MRC, loss 1%"; "" for a phase without
+	// points); a point's clusters add up. A finished point keeps its final
+	// values.
+	portLabels = []string{"experiment", "point", "tier", "plane"}
+	dPorts     = prometheus.NewDesc(ns+"_ports", "Ports in the group (tier nic/t0/t1/t2, plane), summed over the point's clusters.", portLabels, nil)
 	dTxPkts    = prometheus.NewDesc(ns+"_port_tx_packets_total", "Frames transmitted by ports.", portLabels, nil)
 	dTxBytes   = prometheus.NewDesc(ns+"_port_tx_bytes_total", "Bytes transmitted by ports.", portLabels, nil)
 	dRxPkts    = prometheus.NewDesc(ns+"_port_rx_packets_total", "Frames received by ports.", portLabels, nil)
 	dRxBytes   = prometheus.NewDesc(ns+"_port_rx_bytes_total", "Bytes received by ports.", portLabels, nil)
-	dDrops     = prometheus.NewDesc(ns+"_port_drops_total", "Frames dropped by ports, by reason.", append(portLabels, "reason"), nil)
+	dDrops     = prometheus.NewDesc(ns+"_port_drops_total", "Frames dropped by ports, by reason.", append(portLabels[:4:4], "reason"), nil)
 	dECN       = prometheus.NewDesc(ns+"_port_ecn_marks_total", "Frames ECN-marked (CE) by egress queues.", portLabels, nil)
 	dTrims     = prometheus.NewDesc(ns+"_port_trims_total", "Frames trimmed to their headers.", portLabels, nil)
 	dPauseTx   = prometheus.NewDesc(ns+"_port_pfc_pause_tx_total", "PFC PAUSE frames sent.", portLabels, nil)
 	dPauseRx   = prometheus.NewDesc(ns+"_port_pfc_pause_rx_total", "PFC PAUSE frames received.", portLabels, nil)
 	dLost      = prometheus.NewDesc(ns+"_link_lost_total", "Frames lost on the link leaving the port (loss model).", portLabels, nil)
 	dMaxQ      = prometheus.NewDesc(ns+"_port_max_queue_bytes", "Largest egress queue seen on any port of the group.", portLabels, nil)
-	qpLabels   = []string{"transport"}
-	dQPs       = prometheus.NewDesc(ns+"_transport_qps", "QPs created (both ends), summed over clusters.", qpLabels, nil)
+	qpLabels   = []string{"experiment", "point", "transport"}
+	dQPs       = prometheus.NewDesc(ns+"_transport_queue_pairs", "Queue pairs created (both ends), summed over the point's clusters.", qpLabels, nil)
 	dData      = prometheus.NewDesc(ns+"_transport_data_packets_total", "Data packets sent for the first time.", qpLabels, nil)
 	dRetx      = prometheus.NewDesc(ns+"_transport_retransmissions_total", "Data packets retransmitted.", qpLabels, nil)
 	dTimeouts  = prometheus.NewDesc(ns+"_transport_timeouts_total", "Retransmission timeouts.", qpLabels, nil)
@@ -147,14 +154,16 @@ var (
 	dBytesDone = prometheus.NewDesc(ns+"_transport_bytes_completed_total", "Bytes acknowledged and completed at requesters.", qpLabels, nil)
 )
 
-// Packet conservation, fabric-wide: sent = delivered + Σ dropped + lost +
-// Σ in_flight, exactly, in every scrape (fabric.Conservation).
+// Packet conservation, fabric-wide, per point: sent = delivered + Σ
+// dropped + lost + Σ in_flight, exactly, in every scrape
+// (fabric.Conservation).
 var (
-	dFabSent     = prometheus.NewDesc(ns+"_fabric_frames_sent_total", "Frames put into the fabric: handed to ports by NICs (and probes), and PFC frames the ports generated.", nil, nil)
-	dFabDeliv    = prometheus.NewDesc(ns+"_fabric_frames_delivered_total", "Frames the fabric handed to NICs, and PFC frames taken by the port they reached.", nil, nil)
-	dFabDropped  = prometheus.NewDesc(ns+"_fabric_frames_dropped_total", "Frames dropped in the fabric, by reason: the port drop reasons, black_hole (switch), fcs (bit errors on a link) and link_down.", []string{"reason"}, nil)
-	dFabLost     = prometheus.NewDesc(ns+"_fabric_frames_lost_total", "Frames lost on links (loss model); the sum of vcluster_link_lost_total.", nil, nil)
-	dFabInFlight = prometheus.NewDesc(ns+"_fabric_frames_in_flight", "Frames in the fabric at the reading: on links (where=link) and in egress queues (where=queue).", []string{"where"}, nil)
+	fabLabels    = []string{"experiment", "point"}
+	dFabSent     = prometheus.NewDesc(ns+"_fabric_frames_sent_total", "Frames put into the fabric: handed to ports by NICs (and probes), and PFC frames the ports generated.", fabLabels, nil)
+	dFabDeliv    = prometheus.NewDesc(ns+"_fabric_frames_delivered_total", "Frames the fabric handed to NICs, and PFC frames taken by the port they reached.", fabLabels, nil)
+	dFabDropped  = prometheus.NewDesc(ns+"_fabric_frames_dropped_total", "Frames dropped in the fabric, by reason: the port drop reasons, black_hole (switch), fcs (bit errors on a link) and link_down.", append(fabLabels[:2:2], "reason"), nil)
+	dFabLost     = prometheus.NewDesc(ns+"_fabric_frames_lost_total", "Frames lost on links (loss model); the sum of vcluster_link_lost_total.", fabLabels, nil)
+	dFabInFlight = prometheus.NewDesc(ns+"_fabric_frames_in_flight", "Frames in the fabric at the reading (a finished point: at its end): on links (where=link) and in egress queues (where=queue).", append(fabLabels[:2:2], "where"), nil)
 )
 
 // runCollector turns the latest snapshot into metrics; it never reads the
@@ -190,8 +199,16 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dEvents, s.events)
 	gauge(dRate, s.rate)
 	counter(dClusters, uint64(s.clusters))
-	keys := make([]portKey, 0, len(s.counters.ports))
-	for k := range s.counters.ports {
+	for _, p := range s.counters {
+		collectPoint(p, gauge, counter)
+	}
+}
+
+// collectPoint sends one point's fabric and transport counters.
+func collectPoint(p *pointCounters, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	exp, point, cs := p.id.exp, p.id.point, &p.c
+	keys := make([]portKey, 0, len(cs.ports))
+	for k := range cs.ports {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -201,15 +218,15 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		return keys[i].plane < keys[j].plane
 	})
 	for _, k := range keys {
-		a := s.counters.ports[k]
-		l := []string{k.tier, strconv.Itoa(k.plane)}
+		a := cs.ports[k]
+		l := []string{exp, point, k.tier, strconv.Itoa(k.plane)}
 		gauge(dPorts, float64(a.ports), l...)
 		counter(dTxPkts, a.txPackets, l...)
 		counter(dTxBytes, a.txBytes, l...)
 		counter(dRxPkts, a.rxPackets, l...)
 		counter(dRxBytes, a.rxBytes, l...)
 		for i, r := range fabric.DropReasonNames {
-			counter(dDrops, a.drops[i], l[0], l[1], r)
+			counter(dDrops, a.drops[i], append(l[:4:4], r)...)
 		}
 		counter(dECN, a.ecnMarks, l...)
 		counter(dTrims, a.trims, l...)
@@ -218,35 +235,36 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(dLost, a.linkLost, l...)
 		gauge(dMaxQ, float64(a.maxQueue), l...)
 	}
-	if f := &s.counters.fabric; len(s.counters.ports) > 0 { // a cluster was read
-		counter(dFabSent, f.Sent)
-		counter(dFabDeliv, f.Delivered)
+	if f := &cs.fabric; len(cs.ports) > 0 { // a cluster was read
+		counter(dFabSent, f.Sent, exp, point)
+		counter(dFabDeliv, f.Delivered, exp, point)
 		for i, r := range fabric.DropReasonNames {
-			counter(dFabDropped, f.Dropped[i], r)
+			counter(dFabDropped, f.Dropped[i], exp, point, r)
 		}
-		counter(dFabDropped, f.BlackHoled, "black_hole")
-		counter(dFabDropped, f.Corrupted, "fcs")
-		counter(dFabDropped, f.LinkDown, "link_down")
-		counter(dFabLost, f.Lost)
-		gauge(dFabInFlight, float64(f.OnLinks), "link")
-		gauge(dFabInFlight, float64(f.InQueues), "queue")
+		counter(dFabDropped, f.BlackHoled, exp, point, "black_hole")
+		counter(dFabDropped, f.Corrupted, exp, point, "fcs")
+		counter(dFabDropped, f.LinkDown, exp, point, "link_down")
+		counter(dFabLost, f.Lost, exp, point)
+		gauge(dFabInFlight, float64(f.OnLinks), exp, point, "link")
+		gauge(dFabInFlight, float64(f.InQueues), exp, point, "queue")
 	}
-	kinds := make([]string, 0, len(s.counters.qps))
-	for k := range s.counters.qps {
+	kinds := make([]string, 0, len(cs.qps))
+	for k := range cs.qps {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		a := s.counters.qps[k]
-		gauge(dQPs, float64(a.qps), k)
-		counter(dData, a.dataPackets, k)
-		counter(dRetx, a.retransmissions, k)
-		counter(dTimeouts, a.timeouts, k)
-		counter(dNacks, a.nacksRx, k)
-		counter(dCNPs, a.cnpsSent, k)
-		counter(dTrimRx, a.trimmedRx, k)
-		counter(dECNRx, a.ecnMarksRx, k)
-		counter(dBytesDone, a.bytesCompleted, k)
+		a := cs.qps[k]
+		l := []string{exp, point, k}
+		gauge(dQPs, float64(a.qps), l...)
+		counter(dData, a.dataPackets, l...)
+		counter(dRetx, a.retransmissions, l...)
+		counter(dTimeouts, a.timeouts, l...)
+		counter(dNacks, a.nacksRx, l...)
+		counter(dCNPs, a.cnpsSent, l...)
+		counter(dTrimRx, a.trimmedRx, l...)
+		counter(dECNRx, a.ecnMarksRx, l...)
+		counter(dBytesDone, a.bytesCompleted, l...)
 	}
 }
 

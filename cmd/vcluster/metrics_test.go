@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/cluster"
@@ -83,6 +86,69 @@ func sum(m map[string]float64, name string, want ...string) float64 {
 		}
 	}
 	return s
+}
+
+// seriesRe matches one label of a series key: name="value".
+var seriesRe = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+
+// seriesLabels splits a series key, name{labels}, into its name and labels.
+func seriesLabels(t *testing.T, key string) (string, map[string]string) {
+	t.Helper()
+	name, rest, _ := strings.Cut(key, "{")
+	l := map[string]string{}
+	for _, m := range seriesRe.FindAllStringSubmatch(rest, -1) {
+		v, err := strconv.Unquote(`"` + m[2] + `"`)
+		if err != nil {
+			t.Fatalf("series %q: label %s: %v", key, m[1], err)
+		}
+		l[m[1]] = v
+	}
+	return name, l
+}
+
+// pointKey is a point in the metrics: its experiment and point labels.
+type pointKey struct{ exp, point string }
+
+// perPoint sums the series of the metrics named, per point.
+func perPoint(t *testing.T, m map[string]float64, names ...string) map[pointKey]float64 {
+	t.Helper()
+	out := map[pointKey]float64{}
+	for k, v := range m {
+		name, l := seriesLabels(t, k)
+		if slices.Contains(names, name) {
+			out[pointKey{l["experiment"], l["point"]}] += v
+		}
+	}
+	return out
+}
+
+// conservedPerPoint checks that every point of a scrape conserves frames
+// (sent = delivered + dropped + lost + in flight, and the fabric's loss
+// is its ports' link loss) and returns the points with traffic.
+func conservedPerPoint(t *testing.T, m map[string]float64, when string) []pointKey {
+	t.Helper()
+	sent := perPoint(t, m, "vcluster_fabric_frames_sent_total")
+	placed := perPoint(t, m, "vcluster_fabric_frames_delivered_total", "vcluster_fabric_frames_dropped_total", "vcluster_fabric_frames_lost_total",
+		"vcluster_fabric_frames_in_flight")
+	lost, portLost := perPoint(t, m, "vcluster_fabric_frames_lost_total"), perPoint(t, m, "vcluster_link_lost_total")
+	var busy []pointKey
+	for p, s := range sent {
+		if s != placed[p] {
+			t.Errorf("%s: point %q: sent %g, delivered + dropped + lost + in flight = %g", when, p, s, placed[p])
+		}
+		if lost[p] != portLost[p] {
+			t.Errorf("%s: point %q: vcluster_fabric_frames_lost_total %g, vcluster_link_lost_total sums to %g", when, p, lost[p], portLost[p])
+		}
+		if s > 0 {
+			busy = append(busy, p)
+		}
+	}
+	for p := range placed {
+		if _, ok := sent[p]; !ok {
+			t.Errorf("%s: point %q has frames placed and no frames sent", when, p)
+		}
+	}
+	return busy
 }
 
 // scrapeRun runs the CLI with args plus --metrics on a free port and
@@ -185,6 +251,55 @@ func TestMetricsEndpoint(t *testing.T) {
 	if last[`vcluster_points`] != 4 || last[`vcluster_point`] != 4 || last[`vcluster_run_info{experiment="allreduce-loss"}`] != 1 {
 		t.Errorf("point %g of %g, run_info %v", last["vcluster_point"], last["vcluster_points"], last[`vcluster_run_info{experiment="allreduce-loss"}`])
 	}
+	// Counters are per point, labelled with the experiment and the point's
+	// label as the experiment reported it; a counter never goes down from
+	// one scrape to the next, so finished points keep their values.
+	var labels []string
+	for _, m := range regexp.MustCompile(`\[allreduce-loss\] point \d/4 (.*) \(elapsed`).FindAllStringSubmatch(stderr, -1) {
+		labels = append(labels, m[1])
+	}
+	if len(labels) != 4 {
+		t.Fatalf("point labels %q in %s", labels, stderr)
+	}
+	sent, lost := perPoint(t, last, "vcluster_fabric_frames_sent_total"), perPoint(t, last, "vcluster_link_lost_total")
+	qps, retx := perPoint(t, last, "vcluster_transport_queue_pairs"), perPoint(t, last, "vcluster_transport_retransmissions_total")
+	if len(sent) != 4 {
+		t.Errorf("points in the final scrape: %v", sent)
+	}
+	for _, l := range labels {
+		p := pointKey{"allreduce-loss", l}
+		t.Logf("point %q: sent %g, link lost %g, %g QPs, %g retransmissions", l, sent[p], lost[p], qps[p], retx[p])
+		if sent[p] == 0 || qps[p] == 0 || (lost[p] > 0) != strings.HasSuffix(l, "loss 1%") {
+			t.Errorf("point %q: sent %g, link lost %g, %g QPs", l, sent[p], lost[p], qps[p])
+		}
+	}
+	for k := range last {
+		if strings.HasPrefix(k, "vcluster_transport_qps") {
+			t.Errorf("old name still served: %s", k)
+		}
+	}
+	for i := 1; i < len(scrapes); i++ {
+		for k, v := range scrapes[i-1] {
+			if name, _ := seriesLabels(t, k); strings.HasSuffix(name, "_total") && scrapes[i][k] < v {
+				t.Errorf("scrape %d: %s went from %g to %g", i, k, v, scrapes[i][k])
+			}
+		}
+	}
+	// counters.csv: a block per point, with the same labels, whose sums
+	// are what the endpoint served for the point.
+	blocks := readCountersCSV(t, filepath.Join(dir, countersFile))
+	if len(blocks) != 4 || !slices.Contains(man.Files, countersFile) {
+		t.Fatalf("%d blocks in counters.csv (manifest files %v)", len(blocks), man.Files)
+	}
+	for i, b := range blocks {
+		c, p := b.conservation(), pointKey{"allreduce-loss", b.label}
+		if b.point != strconv.Itoa(i+1) || b.label != labels[i] || b.cluster != "1" {
+			t.Errorf("block %d: point %q label %q cluster %q; want %d %q 1", i, b.point, b.label, b.cluster, i+1, labels[i])
+		}
+		if c.Sent == 0 || c.Sent != c.Accounted() || float64(c.Sent) != sent[p] || float64(c.Lost) != lost[p] {
+			t.Errorf("block %d (%s): %+v; the endpoint: sent %g, lost %g", i, b.label, c, sent[p], lost[p])
+		}
+	}
 	// Watching changes nothing the simulation computes.
 	plain := filepath.Join(t.TempDir(), "plain")
 	if code, _, errOut := runCLI(t, append(append([]string{}, quickExp...), "--out", plain, "--seed", "3", "--progress", "none")...); code != 0 {
@@ -206,25 +321,16 @@ func TestMetricsEndpoint(t *testing.T) {
 // before (sent − received was 3 frames more than link-lost on
 // `run --quick`).
 func TestMetricsConservation(t *testing.T) {
-	scrapes, code, stderr := scrapeRun(t, "run", "--quick", "--out", t.TempDir(), "--metrics-linger", "300ms", "--progress", "none",
+	dir := t.TempDir()
+	scrapes, code, stderr := scrapeRun(t, "run", "--quick", "--out", dir, "--metrics-linger", "300ms", "--progress", "none",
 		"--set", "exp.size=4M", "--set", "exp.losses=0.001,0.01", "--set", "exp.roceQPs=1", "--parallel", "2")
 	if code != 0 {
 		t.Fatalf("run exited %d: %s", code, stderr)
 	}
 	checked, inFlight := 0, 0
 	for i, m := range scrapes {
-		sent := m["vcluster_fabric_frames_sent_total"]
-		if sent == 0 {
+		if len(conservedPerPoint(t, m, fmt.Sprintf("scrape %d", i))) == 0 {
 			continue // before the first cluster's traffic
-		}
-		placed := m["vcluster_fabric_frames_delivered_total"] + sum(m, "vcluster_fabric_frames_dropped_total") +
-			m["vcluster_fabric_frames_lost_total"] + sum(m, "vcluster_fabric_frames_in_flight")
-		if sent != placed {
-			t.Errorf("scrape %d: sent %g, delivered + dropped + lost + in flight = %g", i, sent, placed)
-		}
-		// The fabric-wide loss is the per-port link loss, summed.
-		if lost, ports := m["vcluster_fabric_frames_lost_total"], sum(m, "vcluster_link_lost_total"); lost != ports {
-			t.Errorf("scrape %d: vcluster_fabric_frames_lost_total %g, vcluster_link_lost_total sums to %g", i, lost, ports)
 		}
 		checked++
 		if sum(m, "vcluster_fabric_frames_in_flight") > 0 {
@@ -235,19 +341,65 @@ func TestMetricsConservation(t *testing.T) {
 		t.Fatalf("no scrape with traffic among %d", len(scrapes))
 	}
 	last := scrapes[len(scrapes)-1]
-	for _, k := range []string{`vcluster_fabric_frames_dropped_total{reason="fcs"}`, `vcluster_fabric_frames_dropped_total{reason="link_down"}`,
-		`vcluster_fabric_frames_dropped_total{reason="black_hole"}`, `vcluster_fabric_frames_in_flight{where="link"}`, `vcluster_fabric_frames_in_flight{where="queue"}`} {
+	if busy := conservedPerPoint(t, last, "final scrape"); len(busy) != 5 || !slices.Contains(busy, pointKey{"preflight", ""}) {
+		t.Errorf("final scrape: points with traffic %q, want the preflight and 4 points", busy)
+	}
+	for _, k := range []string{`vcluster_fabric_frames_dropped_total{experiment="allreduce-loss",point="MRC, 1 QP, loss 1%",reason="fcs"}`,
+		`vcluster_fabric_frames_dropped_total{experiment="allreduce-loss",point="MRC, 1 QP, loss 1%",reason="link_down"}`,
+		`vcluster_fabric_frames_dropped_total{experiment="preflight",point="",reason="black_hole"}`,
+		`vcluster_fabric_frames_in_flight{experiment="allreduce-loss",point="RoCE, 1 QP, loss 0.1%",where="link"}`,
+		`vcluster_fabric_frames_in_flight{experiment="allreduce-loss",point="RoCE, 1 QP, loss 0.1%",where="queue"}`} {
 		if _, ok := last[k]; !ok {
 			t.Errorf("%s not exported", k)
 		}
 	}
-	if last["vcluster_fabric_frames_lost_total"] == 0 || last["vcluster_fabric_frames_delivered_total"] == 0 {
-		t.Errorf("final scrape: lost %g, delivered %g", last["vcluster_fabric_frames_lost_total"], last["vcluster_fabric_frames_delivered_total"])
+	if sum(last, "vcluster_fabric_frames_lost_total") == 0 || sum(last, "vcluster_fabric_frames_delivered_total") == 0 {
+		t.Errorf("final scrape: lost %g, delivered %g", sum(last, "vcluster_fabric_frames_lost_total"), sum(last, "vcluster_fabric_frames_delivered_total"))
 	}
 	t.Logf("%d scrapes, %d with traffic, %d with frames in flight; final: sent %g, delivered %g, dropped %g, lost %g, in flight %g on links and %g queued",
-		len(scrapes), checked, inFlight, last["vcluster_fabric_frames_sent_total"], last["vcluster_fabric_frames_delivered_total"],
-		sum(last, "vcluster_fabric_frames_dropped_total"), last["vcluster_fabric_frames_lost_total"],
-		last[`vcluster_fabric_frames_in_flight{where="link"}`], last[`vcluster_fabric_frames_in_flight{where="queue"}`])
+		len(scrapes), checked, inFlight, sum(last, "vcluster_fabric_frames_sent_total"), sum(last, "vcluster_fabric_frames_delivered_total"),
+		sum(last, "vcluster_fabric_frames_dropped_total"), sum(last, "vcluster_fabric_frames_lost_total"),
+		sum(last, "vcluster_fabric_frames_in_flight", `where="link"`), sum(last, "vcluster_fabric_frames_in_flight", `where="queue"`))
+	// counters.csv: the preflight's block, then one per point, each
+	// conserving frames.
+	blocks := readCountersCSV(t, filepath.Join(dir, countersFile))
+	var points []string
+	for _, b := range blocks {
+		points = append(points, b.point)
+		if c := b.conservation(); c.Sent == 0 || c.Sent != c.Accounted() {
+			t.Errorf("counters.csv point %s %q: %+v", b.point, b.label, c)
+		}
+	}
+	if !slices.Equal(points, []string{"preflight", "1", "2", "3", "4"}) {
+		t.Errorf("counters.csv points %q", points)
+	}
+}
+
+// testEndpoint is a metrics endpoint on a free loopback port (closed when
+// the test ends) and an observer publishing to it.
+func testEndpoint(t *testing.T) (*metricsServer, *observer) {
+	t.Helper()
+	m, err := startMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(0) })
+	return m, newObserverClock(noProgress{}, m, &stepWall{})
+}
+
+// scrapeText is one scrape of m.
+func scrapeText(t *testing.T, m *metricsServer) string {
+	t.Helper()
+	resp, err := http.Get("http://" + m.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // The endpoint's frame accounting, read with frames in flight: a faulted
@@ -256,26 +408,12 @@ func TestMetricsConservation(t *testing.T) {
 // cluster — each scrape conserves frames, and the in-flight gauges carry
 // what is on links and in queues at the stop.
 func TestMetricsConservationInFlight(t *testing.T) {
-	m, err := startMetrics("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(0)
-	o := newObserverClock(noProgress{}, m, &stepWall{})
+	m, o := testEndpoint(t)
 	scrape := func(when string) map[string]float64 {
 		t.Helper()
-		resp, err := http.Get("http://" + m.addr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		v := parseMetrics(t, string(b))
-		sent := v["vcluster_fabric_frames_sent_total"]
-		placed := v["vcluster_fabric_frames_delivered_total"] + sum(v, "vcluster_fabric_frames_dropped_total") +
-			v["vcluster_fabric_frames_lost_total"] + sum(v, "vcluster_fabric_frames_in_flight")
-		if sent == 0 || sent != placed {
-			t.Fatalf("%s: sent %g, delivered + dropped + lost + in flight = %g", when, sent, placed)
+		v := parseMetrics(t, scrapeText(t, m))
+		if busy := conservedPerPoint(t, v, when); len(busy) != 1 {
+			t.Fatalf("%s: points with traffic %q", when, busy)
 		}
 		return v
 	}
@@ -323,8 +461,8 @@ func TestMetricsConservationInFlight(t *testing.T) {
 		c.Loop.RunUntil(30 * sim.Microsecond)
 		o.publish(true)
 		v := scrape("stopped mid-flight")
-		if v[`vcluster_fabric_frames_in_flight{where="link"}`] == 0 || v[`vcluster_fabric_frames_in_flight{where="queue"}`] == 0 {
-			t.Errorf("stopped mid-flight: in flight %g on links, %g queued", v[`vcluster_fabric_frames_in_flight{where="link"}`], v[`vcluster_fabric_frames_in_flight{where="queue"}`])
+		if l, q := sum(v, "vcluster_fabric_frames_in_flight", `where="link"`), sum(v, "vcluster_fabric_frames_in_flight", `where="queue"`); l == 0 || q == 0 {
+			t.Errorf("stopped mid-flight: in flight %g on links, %g queued", l, q)
 		}
 		c.Loop.RunWhile(func() bool { return !trs[0].Done() || !trs[1].Done() || !trs[2].Done() })
 		o.publish(true)
@@ -333,7 +471,7 @@ func TestMetricsConservationInFlight(t *testing.T) {
 	o.End()
 	v := scrape("after the run")
 	for _, r := range []string{"fcs", "link_down", "black_hole"} {
-		if v[`vcluster_fabric_frames_dropped_total{reason="`+r+`"}`] == 0 {
+		if sum(v, "vcluster_fabric_frames_dropped_total", `experiment="conservation"`, `point="faulted"`, `reason="`+r+`"`) == 0 {
 			t.Errorf("no %s drops exported: %v", r, v)
 		}
 	}
@@ -403,5 +541,71 @@ func TestBenchMetricsFlag(t *testing.T) {
 	m := parseMetrics(t, served)
 	if sum(m, "vcluster_port_tx_packets_total", `tier="nic"`) < 2 || m["vcluster_events_total"] == 0 || !strings.Contains(errOut, "[probe] done, 1 point,") {
 		t.Errorf("served:\n%s\nstderr:\n%s", served, errOut)
+	}
+}
+
+// The served metrics pass promlint (names, units, counter suffixes, help
+// texts), both as the collector produces them and as scraped; events are
+// a counter beside the events/s gauge, QPs are queue pairs, and every
+// fabric and transport series carries the experiment and the point label
+// (escaped as the format wants).
+func TestMetricsLint(t *testing.T) {
+	m, o := testEndpoint(t)
+	label := `MRC, loss 1%, a "quoted" word`
+	o.Begin("lint")
+	for i, l := range []string{label, "clean"} {
+		o.Point(i, 2, l)
+		c := transferCluster(t, int64(i+1), 0.01*float64(1-i))
+		o.Watch(c)
+		runTransfer(t, c, 0)
+	}
+	o.End()
+	// A pedantic registry also checks Collect against Describe.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&runCollector{m: m})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint (collector): %s: %s", p.Metric, p.Text)
+	}
+	text := scrapeText(t, m)
+	problems, err = promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint (scrape): %s: %s", p.Metric, p.Text)
+	}
+	for _, want := range []string{"# TYPE vcluster_events_total counter", "# TYPE vcluster_events_per_second gauge",
+		"# TYPE vcluster_transport_queue_pairs gauge", "# TYPE vcluster_port_tx_packets_total counter"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "vcluster_transport_qps") {
+		t.Error("vcluster_transport_qps still served")
+	}
+	v := parseMetrics(t, text)
+	lost := perPoint(t, v, "vcluster_link_lost_total")
+	qps := perPoint(t, v, "vcluster_transport_queue_pairs")
+	for k := range v {
+		name, l := seriesLabels(t, k)
+		perPointSeries := strings.HasPrefix(name, "vcluster_port") || strings.HasPrefix(name, "vcluster_link") ||
+			strings.HasPrefix(name, "vcluster_fabric") || strings.HasPrefix(name, "vcluster_transport")
+		if _, ok := l["point"]; perPointSeries && (l["experiment"] != "lint" || !ok) {
+			t.Errorf("%s: no experiment or point label", k)
+		}
+	}
+	if lossy, clean := (pointKey{"lint", label}), (pointKey{"lint", "clean"}); lost[lossy] == 0 || lost[clean] != 0 || qps[lossy] != 2 || qps[clean] != 2 {
+		t.Errorf("per point: link lost %v, queue pairs %v", lost, qps)
+	}
+	if conservedPerPoint(t, v, "lint"); len(perPoint(t, v, "vcluster_fabric_frames_sent_total")) != 2 {
+		t.Errorf("points: %v", perPoint(t, v, "vcluster_fabric_frames_sent_total"))
 	}
 }

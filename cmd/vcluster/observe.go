@@ -3,22 +3,28 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/endpoint"
+	"github.com/vcluster/vcluster/experiments"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/wallclock"
 )
 
 // observer follows a run for the CLI: it implements experiments.Observer,
-// drives the progress display and publishes counter snapshots for the
-// metrics endpoint. Every method runs on the simulation goroutine; the only
-// thing it hands to other goroutines is an immutable *snapshot (through
-// metricsServer.publish). Nothing it does changes what the simulation
-// computes: it reads counters and the wall clock, and schedules no events.
+// drives the progress display, publishes counter snapshots for the
+// metrics endpoint and, given a counters.csv (setCountersCSV), writes the
+// per-port counters of every cluster it folds. Every method runs on the
+// simulation goroutine; the only thing it hands to other goroutines is an
+// immutable *snapshot (through metricsServer.publish). Nothing it does
+// changes what the simulation computes: it reads counters and the wall
+// clock, and schedules no events.
 type observer struct {
 	wall    sim.WallClock
 	ui      progressUI
@@ -29,9 +35,25 @@ type observer struct {
 	label      string
 	expStart   int64 // wall ns
 	pointStart int64
+	// phaseEvents, pointEvents: totalEvents at Begin and at the current
+	// point's start; phaseClusters, pointClusters: clusters watched since.
+	phaseEvents, pointEvents     uint64
+	phaseClusters, pointClusters int
+	// expect is the virtual time a point of the phase is expected to
+	// simulate (pointVirtualer; 0: unknown); share is how much of the
+	// current point the display showed done, which never goes down.
+	expect time.Duration
+	share  float64
 
-	cur        *cluster.Cluster
-	base       counters // finished clusters of the whole run
+	cur *cluster.Cluster
+	// points are the finished clusters' counters, one entry per experiment
+	// and point label (the clusters of a point add up). An entry is never
+	// changed once stored, so snapshots share them: a fold replaces it.
+	points   []*pointCounters
+	pointIdx map[pointID]int
+	csv      *countersCSV // nil: no counters.csv
+	watchers []watcher
+
 	events     uint64   // events of finished clusters
 	curEvents  uint64   // events of cur at its last reading
 	virtual    sim.Time // cur's virtual time at its last reading
@@ -44,12 +66,48 @@ type observer struct {
 	lastUI     int64   // wall ns of the last display update
 }
 
+// pointID names a point in the metrics: the phase (experiment) and the
+// label the experiment gave the point ("" for phases that give none).
+type pointID struct{ exp, point string }
+
+// pointCounters are the counters of one point's clusters.
+type pointCounters struct {
+	id pointID
+	c  counters
+}
+
+// watcher is told about every cluster the observer watches (with the
+// current point, from 0, and its label) and about the end of each phase.
+type watcher struct {
+	watch func(c *cluster.Cluster, point int, label string)
+	end   func()
+}
+
+// pointVirtualer is implemented by experiments that know about how much
+// virtual time one of their points simulates (a fixed run length, say):
+// the progress bar then moves through the first point against it instead
+// of by guessFirstPoint. Optional.
+type pointVirtualer interface {
+	PointVirtual(env *experiments.Env) time.Duration
+}
+
 // publishEvery bounds how often a snapshot is built from inside the loop
 // (points and cluster switches always publish one).
 const publishEvery = 250 * time.Millisecond
 
 // progressEvery is how many events pass between loop progress callbacks.
 const progressEvery = 1 << 15
+
+// firstPointScale sets the guess for a first point whose experiment gave
+// no expected virtual time (pointVirtualer): the share shown done at
+// virtual time v is guessFirstPoint(v), which moves on every scale (a
+// 50 µs point reaches 0.39, a 1 ms one 0.60, a 100 ms one 0.72) and never
+// reaches 0.9. Only a guess: it makes the bar move, nothing more.
+const firstPointScale = 10 * sim.Microsecond
+
+func guessFirstPoint(v sim.Time) float64 {
+	return 0.9 * (1 - 1/(1+math.Log10(1+float64(v)/float64(firstPointScale))))
+}
 
 func newObserver(ui progressUI, m *metricsServer) *observer {
 	return newObserverClock(ui, m, wallclock.New())
@@ -59,11 +117,27 @@ func newObserverClock(ui progressUI, m *metricsServer, wall sim.WallClock) *obse
 	if ui == nil {
 		ui = noProgress{}
 	}
-	return &observer{wall: wall, ui: ui, metrics: m}
+	return &observer{wall: wall, ui: ui, metrics: m, pointIdx: map[pointID]int{}}
 }
 
 // Log is where an experiment's own log lines go (env.Progress).
 func (o *observer) Log() io.Writer { return o.ui }
+
+// addWatcher adds a watcher: watch (if not nil) is called on every Watch
+// after the observer's own reading is set up, end (if not nil) on every
+// End after the last cluster was folded; watchers are called in the order
+// they were added.
+func (o *observer) addWatcher(watch func(c *cluster.Cluster, point int, label string), end func()) {
+	o.watchers = append(o.watchers, watcher{watch: watch, end: end})
+}
+
+// setCountersCSV makes every fold write the folded cluster's per-port
+// counters to w (nil: stop). The caller closes w.
+func (o *observer) setCountersCSV(w *countersCSV) { o.csv = w }
+
+// expectVirtual says how much virtual time a point of the current phase
+// is expected to simulate (0: unknown); Begin forgets it.
+func (o *observer) expectVirtual(d time.Duration) { o.expect = d }
 
 // Begin starts a new phase (an experiment, or the preflight).
 func (o *observer) Begin(name string) {
@@ -71,6 +145,9 @@ func (o *observer) Begin(name string) {
 	o.exp, o.i, o.n, o.label = name, 0, 0, ""
 	o.expStart = o.wall.Now()
 	o.pointStart = o.expStart
+	o.phaseEvents, o.pointEvents = o.totalEvents(), o.totalEvents()
+	o.phaseClusters, o.pointClusters = 0, 0
+	o.expect, o.share = 0, 0
 	o.ui.begin(name)
 	o.publish(true)
 }
@@ -80,6 +157,7 @@ func (o *observer) Point(i, n int, label string) {
 	o.fold()
 	o.i, o.n, o.label = i, n, label
 	o.pointStart = o.wall.Now()
+	o.pointEvents, o.pointClusters, o.share = o.totalEvents(), 0, 0
 	o.ui.point(o.status())
 	o.publish(true)
 }
@@ -94,6 +172,8 @@ func (o *observer) Watch(c *cluster.Cluster) {
 	o.fold()
 	o.cur = c
 	o.clusters++
+	o.phaseClusters++
+	o.pointClusters++
 	o.curEvents, o.virtual = c.Executed(), c.Now()
 	if p := c.Parallel(); p != nil {
 		next := c.Executed() + progressEvery
@@ -105,6 +185,15 @@ func (o *observer) Watch(c *cluster.Cluster) {
 		}
 	} else {
 		c.Loop.OnProgress(progressEvery, o.progress)
+	}
+	if o.n == 0 && o.phaseClusters > 1 {
+		// A phase without points: its clusters are what it counts.
+		o.ui.point(o.status())
+	}
+	for _, w := range o.watchers {
+		if w.watch != nil {
+			w.watch(c, o.i, o.label)
+		}
 	}
 	o.publish(true)
 }
@@ -127,23 +216,54 @@ func (o *observer) where() string {
 	return s
 }
 
-// End closes the phase: final counters, the display's summary line.
+// End closes the phase: final counters, the watchers' ends, the display's
+// summary line.
 func (o *observer) End() {
 	o.fold()
+	for _, w := range o.watchers {
+		if w.end != nil {
+			w.end()
+		}
+	}
 	o.publish(true)
 	o.ui.end(o.status())
 }
 
-// fold adds the current cluster's final counters to the run's totals and
-// forgets it. The cluster may be closed already: closing releases the
-// netstacks, the counters stay readable.
+// fold adds the current cluster's final counters to its point's, writes
+// them to counters.csv if asked, and forgets the cluster. The cluster may
+// be closed already: closing releases the netstacks, the counters stay
+// readable.
 func (o *observer) fold() {
 	if o.cur == nil {
 		return
 	}
-	o.base.add(readCounters(o.cur))
+	id := o.pointID()
+	c := readCounters(o.cur)
+	if k, ok := o.pointIdx[id]; ok {
+		o.points[k] = o.points[k].plus(c)
+	} else {
+		o.pointIdx[id] = len(o.points)
+		o.points = append(o.points, &pointCounters{id: id, c: c})
+	}
+	if o.csv != nil {
+		point := o.exp // a phase without points (the preflight)
+		if o.n > 0 {
+			point = strconv.Itoa(o.i + 1)
+		}
+		o.csv.block(o.cur.Topo, point, o.label, o.pointClusters)
+	}
 	o.events += o.cur.Executed()
 	o.cur, o.curEvents, o.virtual = nil, 0, 0
+}
+
+func (o *observer) pointID() pointID { return pointID{exp: o.exp, point: o.label} }
+
+// plus is a new entry: p's counters and c.
+func (p *pointCounters) plus(c counters) *pointCounters {
+	q := &pointCounters{id: p.id}
+	q.c.add(p.c)
+	q.c.add(c)
+	return q
 }
 
 func (o *observer) progress(p sim.Progress) {
@@ -169,7 +289,7 @@ func (o *observer) status() progressStatus {
 		}
 		o.rateWall, o.rateEvents, o.rateSet = now, ev, true
 	}
-	s := progressStatus{exp: o.exp, i: o.i, n: o.n, label: o.label, virtual: time.Duration(o.virtual),
+	s := progressStatus{exp: o.exp, i: o.i, n: o.n, label: o.label, clusters: o.phaseClusters, share: o.pointShare(), virtual: time.Duration(o.virtual),
 		events: ev, rate: o.rate, elapsed: time.Duration(now - o.expStart), eta: -1, interrupted: sim.Interrupted()}
 	// ETA from the points done so far: their mean wall time times the
 	// points left, the current one included.
@@ -179,6 +299,40 @@ func (o *observer) status() progressStatus {
 		s.eta = max(s.eta, 0)
 	}
 	return s
+}
+
+// pointShare estimates how much of the current point is done, in [0, 1),
+// for the bar to move within a point: after the first point, the events
+// executed in this point against the mean of the points done; in the
+// first, the virtual time against expectVirtual, or guessFirstPoint when
+// the experiment gave none. Never less than it said before in the same
+// point.
+func (o *observer) pointShare() float64 {
+	if o.n == 0 {
+		return 0
+	}
+	var s float64
+	switch {
+	case o.i > 0 && o.pointEvents > o.phaseEvents:
+		mean := float64(o.pointEvents-o.phaseEvents) / float64(o.i)
+		s = ease(float64(o.totalEvents()-o.pointEvents) / mean)
+	case o.expect > 0:
+		s = ease(float64(o.virtual) / float64(o.expect))
+	default:
+		s = guessFirstPoint(o.virtual)
+	}
+	o.share = max(o.share, s)
+	return o.share
+}
+
+// ease maps an estimated ratio done r ≥ 0 to a share below 1: r itself up
+// to 0.9, then ever more slowly towards 0.99, so a point that takes
+// longer than estimated still moves and never looks finished.
+func ease(r float64) float64 {
+	if r <= 0.9 {
+		return max(r, 0)
+	}
+	return 0.99 - 0.081/r
 }
 
 // publish hands a snapshot to the metrics endpoint (at most every
@@ -193,12 +347,73 @@ func (o *observer) publish(force bool) {
 	}
 	o.lastPub = now
 	s := &snapshot{exp: o.exp, point: o.i, points: o.n, virtual: time.Duration(o.virtual).Seconds(),
-		events: o.totalEvents(), rate: o.rate, clusters: o.clusters, counters: counters{}}
-	s.counters.add(o.base)
+		events: o.totalEvents(), rate: o.rate, clusters: o.clusters}
+	s.counters = make([]*pointCounters, len(o.points), len(o.points)+1)
+	copy(s.counters, o.points)
 	if o.cur != nil {
-		s.counters.add(readCounters(o.cur))
+		id, c := o.pointID(), readCounters(o.cur)
+		if k, ok := o.pointIdx[id]; ok {
+			s.counters[k] = s.counters[k].plus(c)
+		} else {
+			s.counters = append(s.counters, &pointCounters{id: id, c: c})
+		}
 	}
 	o.metrics.publish(s)
+}
+
+// countersCSV is a report directory's counters.csv: per-port counters
+// (fabric.Topology.WriteCountersRows) of every cluster the observer
+// folds, one block each, under point,label,cluster columns. It is written
+// as the run goes, never held: a point of a large fabric is a million
+// rows.
+type countersCSV struct {
+	f   *os.File
+	err error // the first write error
+}
+
+// countersFile is counters.csv's name in a report directory.
+const countersFile = "counters.csv"
+
+// createCountersCSV creates path with its header: point (from 1, or the
+// phase's name — "preflight" — for a phase without points), label (the
+// point's, as the experiment gave it), cluster (from 1 within the point),
+// then fabric.CountersCSVHeader's columns.
+func createCountersCSV(path string) (*countersCSV, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	w := &countersCSV{f: f}
+	_, w.err = io.WriteString(f, "point,label,cluster,"+fabric.CountersCSVHeader()+"\n")
+	return w, nil
+}
+
+// block writes t's rows for one cluster.
+func (w *countersCSV) block(t *fabric.Topology, point, label string, cluster int) {
+	if w.err != nil {
+		return
+	}
+	w.err = t.WriteCountersRows(w.f, csvField(point)+","+csvField(label)+","+strconv.Itoa(cluster)+",")
+}
+
+// Close closes the file; it returns the first error writing it.
+func (w *countersCSV) Close() error {
+	if err := w.f.Close(); w.err == nil {
+		w.err = err
+	}
+	if w.err != nil {
+		return fmt.Errorf("%s: %w", w.f.Name(), w.err)
+	}
+	return nil
+}
+
+// csvField quotes s as RFC 4180 wants when it holds a comma, a quote or a
+// line break (point labels have commas: "MRC, 1 QP, loss 1%").
+func csvField(s string) string {
+	if !strings.ContainsAny(s, ",\"\r\n") {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
 // portKey groups ports: tier is "nic" for host NIC ports, "t0", "t1" (and
@@ -344,25 +559,36 @@ func readCounters(c *cluster.Cluster) counters {
 
 // progressStatus is one reading for the display.
 type progressStatus struct {
-	exp     string
-	i, n    int
-	label   string
-	virtual time.Duration // virtual time of the cluster being simulated
-	events  uint64
-	rate    float64 // events per wall second
-	elapsed time.Duration
-	eta     time.Duration // < 0: unknown
+	exp      string
+	i, n     int
+	label    string
+	clusters int           // clusters watched in the phase
+	share    float64       // estimated share of the current point done, [0, 1)
+	virtual  time.Duration // virtual time of the cluster being simulated
+	events   uint64
+	rate     float64 // events per wall second
+	elapsed  time.Duration
+	eta      time.Duration // < 0: unknown
 	// interrupted: a signal stopped the run (sim.Interrupt), so the phase
 	// ends "interrupted at point i/n", not "done".
 	interrupted bool
 }
 
-func (s progressStatus) pointText() string {
-	if s.n == 0 {
-		return ""
+// countText is where the phase is: "point 3/9", or "cluster 2" for a
+// phase that reports no points but builds several clusters; "" otherwise.
+func (s progressStatus) countText() string {
+	switch {
+	case s.n > 0:
+		return fmt.Sprintf("point %d/%d", s.i+1, s.n)
+	case s.clusters > 1:
+		return fmt.Sprintf("cluster %d", s.clusters)
 	}
-	t := fmt.Sprintf("point %d/%d", s.i+1, s.n)
-	if s.label != "" {
+	return ""
+}
+
+func (s progressStatus) pointText() string {
+	t := s.countText()
+	if s.n > 0 && s.label != "" {
 		t += " " + s.label
 	}
 	return t
@@ -371,16 +597,19 @@ func (s progressStatus) pointText() string {
 func (s progressStatus) doneText() string {
 	if s.interrupted {
 		t := "interrupted"
-		if s.n > 0 {
-			t += fmt.Sprintf(" at point %d/%d", s.i+1, s.n)
+		if c := s.countText(); c != "" {
+			t += " at " + c
 		}
 		return t + fmt.Sprintf(", %d events, %v", s.events, s.elapsed.Round(100*time.Millisecond))
 	}
 	t := "done"
-	if s.n == 1 {
+	switch {
+	case s.n == 1:
 		t += ", 1 point"
-	} else if s.n > 1 {
+	case s.n > 1:
 		t += fmt.Sprintf(", %d points", s.n)
+	case s.clusters > 1:
+		t += fmt.Sprintf(", %d clusters", s.clusters)
 	}
 	return t + fmt.Sprintf(", %d events, %v", s.events, s.elapsed.Round(100*time.Millisecond))
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,12 +111,123 @@ func TestBarWithoutPoints(t *testing.T) {
 	}
 }
 
-// On a narrow terminal the description is cut so the line does not wrap.
+// termLines splits what a bar wrote to a terminal into the lines it
+// drew: every \r returns to the start of the line, every \n starts one.
+func termLines(out string) []string {
+	return strings.FieldsFunc(out, func(r rune) bool { return r == '\r' || r == '\n' })
+}
+
+// On a terminal of 80, 100 or 120 columns every line the bar draws fits
+// (none wraps, so each can be redrawn in place) and still shows the ETA,
+// with a long experiment label, for a bar and for a spinner.
 func TestBarFitsTerminal(t *testing.T) {
-	b := &barProgress{cols: 80}
-	d := b.describe(progressStatus{exp: "allreduce-loss", i: 3, n: 9, label: "RoCE, 16 QPs, loss 0.1%, a long label", virtual: time.Millisecond, eta: -1})
-	if n := len([]rune(d)); n > 80-32 || !strings.HasSuffix(d, "…") {
-		t.Errorf("description %q is %d columns", d, n)
+	for _, width := range []int{80, 100, 120} {
+		var out bytes.Buffer
+		b := &barProgress{w: &out, cols: width}
+		b.begin("allreduce-loss")
+		st := progressStatus{exp: "allreduce-loss", i: 3, n: 9, label: "RoCE+DCQCN, 16 QPs, loss 0.1%, a long label", virtual: 1234567 * time.Nanosecond,
+			rate: 12.345e6, eta: 83 * time.Second}
+		b.point(st)
+		for _, sh := range []float64{0.2, 0.5, 0.8} {
+			st.share = sh
+			b.update(st)
+		}
+		b.end(st)
+		b.begin("drill")
+		b.update(progressStatus{exp: "drill a rather long phase name for a spinner of its own", virtual: time.Millisecond, rate: 1e6, eta: 75 * time.Second})
+		b.end(progressStatus{exp: "drill", events: 7, eta: -1})
+		lines := termLines(out.String())
+		bars, spinners, example := 0, 0, ""
+		for _, l := range lines {
+			if n := cols(l); n >= width {
+				t.Errorf("%d columns: a %d-column line: %q", width, n, l)
+			}
+			switch {
+			case strings.Contains(l, "% |"):
+				bars++
+				example = l
+				if !strings.Contains(l, "ETA 1m23s") || !strings.Contains(l, "point 4/9") {
+					t.Errorf("%d columns: bar line without its ETA or point: %q", width, l)
+				}
+			case strings.Contains(l, "drill a rather"):
+				spinners++
+				if !strings.Contains(l, "ETA 1m15s") {
+					t.Errorf("%d columns: spinner line without its ETA: %q", width, l)
+				}
+			}
+		}
+		if bars < 4 || spinners < 1 {
+			t.Errorf("%d columns: %d bar lines, %d spinner lines in %q", width, bars, spinners, out.String())
+		}
+		t.Logf("%d columns: %q", width, example)
+	}
+	// The narrowest cuts: a label goes entirely before the ETA does, then
+	// the experiment's name is cut, not the point count.
+	for budget, want := range map[int]string{
+		36: "allreduce-loss point 4/9 │ ETA 1m0s",
+		30: "allreduc… point 4/9 │ ETA 1m0s",
+		12: "ETA 1m0s",
+	} {
+		if d := fitDescription(progressStatus{exp: "allreduce-loss", i: 3, n: 9, label: "RoCE, 16 QPs", eta: time.Minute}, budget); d != want {
+			t.Errorf("fitDescription in %d columns = %q, want %q", budget, d, want)
+		}
+	}
+}
+
+// barPercents are the percentages a bar drew, in order.
+func barPercents(t *testing.T, out string) []int {
+	t.Helper()
+	var ps []int
+	for _, m := range regexp.MustCompile(`(\d+)% \|`).FindAllStringSubmatch(out, -1) {
+		p, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// The bar moves within a point by the observer's share done and never
+// goes back (a share lower than before, a new cluster of the same point);
+// it shows 100% only at the end, and an interrupted run leaves it where
+// it stopped.
+func TestBarMovesWithinPoint(t *testing.T) {
+	var out bytes.Buffer
+	b := &barProgress{w: &out, cols: 120}
+	b.begin("exp")
+	st := progressStatus{exp: "exp", n: 2, eta: -1}
+	b.point(st)
+	for _, sh := range []float64{0.1, 0.3, 0.2, 0.999999} {
+		st.share = sh
+		b.update(st)
+	}
+	st.i, st.share = 1, 0
+	b.point(st)
+	st.share = 0.5
+	b.update(st)
+	before := barPercents(t, out.String())
+	b.end(st)
+	ps := barPercents(t, out.String())
+	t.Logf("percentages: %v", ps)
+	want := []int{5, 15, 49, 50, 75}
+	got := slices.Compact(slices.Clone(before))
+	got = slices.DeleteFunc(got, func(p int) bool { return p == 0 })
+	if !slices.Equal(got, want) {
+		t.Errorf("percentages within the points %v (compacted %v), want %v", before, got, want)
+	}
+	if ps[len(ps)-1] != 100 || slices.Contains(before, 100) {
+		t.Errorf("percentages %v: want 100 only at the end", ps)
+	}
+
+	out.Reset()
+	b.begin("exp")
+	st = progressStatus{exp: "exp", i: 1, n: 4, share: 0.5, eta: -1}
+	b.point(st)
+	st.interrupted = true
+	b.end(st)
+	if ps := barPercents(t, out.String()); len(ps) == 0 || slices.Max(ps) != 37 || !strings.Contains(out.String(), "interrupted at point 2/4") {
+		t.Errorf("interrupted: percentages %v in %q", ps, out.String())
 	}
 }
 

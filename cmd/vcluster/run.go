@@ -45,7 +45,8 @@ every link. It prints the table and the check, and writes a report directory:
   results.csv/.json   the experiment's rows
   report.md/.html     what ran, the preflight, the table, plots, the check
   busbw_vs_loss.png/.svg
-  pings.csv, counters.csv, topology.dot   the preflight
+  counters.csv        per-port counters of the preflight and of every point
+  pings.csv, topology.dot   the preflight
 
 Experiment parameters are set with --set exp.<key>=value or in an exp:
 section of the --config file (see 'vcluster experiment list'). An invalid
@@ -149,7 +150,7 @@ func (j *job) run(cmd *cobra.Command, rf *runFlags) error {
 	return j.runWith(cmd, obs)
 }
 
-func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
+func (j *job) runWith(cmd *cobra.Command, obs *observer) (err error) {
 	stopsOnInterrupt()
 	ctx := cmd.Context()
 	if ctx == nil {
@@ -160,6 +161,19 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
 		return err
 	}
 	dir := j.cfg.Output.Dir
+	// counters.csv gets a block per cluster as the observer folds it (the
+	// last one at obs.End), so no point's counters wait in memory.
+	counters, err := createCountersCSV(filepath.Join(dir, countersFile))
+	if err != nil {
+		return j.failed(m, err)
+	}
+	obs.setCountersCSV(counters)
+	defer func() {
+		obs.setCountersCSV(nil)
+		if cerr := counters.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	env := j.env(obs)
 	head, before := j.head, []experiments.Section(nil)
 	if j.preflight {
@@ -186,6 +200,9 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) error {
 	}
 
 	obs.Begin(j.e.Name())
+	if pv, ok := j.e.(pointVirtualer); ok {
+		obs.expectVirtual(pv.PointVirtual(env))
+	}
 	r, err := experiments.Execute(ctx, j.e, env, dir, head, before, m)
 	where := obs.where()
 	obs.End()
@@ -369,9 +386,9 @@ func startManifest(m manifest, cfg config.Config, preflight bool) (manifest, err
 	if err := os.WriteFile(filepath.Join(dir, resolvedConfigFile), y, 0o644); err != nil {
 		return m, fmt.Errorf("write resolved config: %w", err)
 	}
-	m.Status, m.Files = "", []string{resolvedConfigFile} // Execute writes the final status
+	m.Status, m.Files = "", []string{resolvedConfigFile, countersFile} // Execute writes the final status
 	if preflight {
-		m.Files = append(m.Files, "topology.dot", "pings.csv", "counters.csv")
+		m.Files = append(m.Files, "topology.dot", "pings.csv")
 	}
 	return m, nil
 }

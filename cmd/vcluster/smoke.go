@@ -123,21 +123,21 @@ func smokeRun(w io.Writer, obs *observer, cfg config.Config) (*smokeOut, error) 
 	for _, r := range rows {
 		fmt.Fprintf(&csv, "%d,%d,%d,%s,%d,%d,%d,%v\n", r.plane, r.from, r.to, r.where[:1], r.frame, r.rtt.Nanoseconds(), r.ideal.Nanoseconds(), r.ok)
 	}
-	var dot, counters bytes.Buffer
+	// counters.csv: the observer writes this cluster's block (point
+	// "preflight") when it folds it, at the phase's end.
+	var dot bytes.Buffer
 	if err := topo.WriteDOT(&dot); err != nil {
-		return nil, err
-	}
-	if err := topo.WriteCountersCSV(&counters); err != nil {
 		return nil, err
 	}
 	preflight := experiments.Section{Title: "Fabric check (preflight)", Body: fmt.Sprintf(`The cluster (%s) was built (switches, links, one gVisor netstack per
 host) and host 0 pinged a host on its own T0 and the last host, in every
 plane, through the netstacks. RTTs are virtual time; the zero-load column is
 computed from the topology (serialization + propagation per hop). Files:
-pings.csv, counters.csv (this run's fabric), topology.dot, config.yaml.
+pings.csv, counters.csv (per-port counters: this check's fabric as point
+"preflight", then every point of the experiment), topology.dot, config.yaml.
 
 `+"```\n%s```", head, table.String())}
-	for name, b := range map[string][]byte{"topology.dot": dot.Bytes(), "pings.csv": csv.Bytes(), "counters.csv": counters.Bytes()} {
+	for name, b := range map[string][]byte{"topology.dot": dot.Bytes(), "pings.csv": csv.Bytes()} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			return nil, err
 		}
