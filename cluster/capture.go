@@ -107,7 +107,9 @@ func (c *Capture) Attach(cl *Cluster, point string) error {
 	}
 	idx := c.points
 	c.points++
-	if cl.par != nil {
+	if cl.par != nil && cl.par.workers > 1 {
+		// A classic cluster runs as a one-worker partitioned run: its
+		// ports share one goroutine, so only more workers are refused.
 		c.notes = append(c.notes, fmt.Sprintf("point %q: not captured: a partitioned cluster runs its ports on several goroutines", point))
 		return nil
 	}

@@ -403,7 +403,7 @@ func TestCapturePartitioned(t *testing.T) {
 	if err := CheckParallel(bad); err == nil || !strings.Contains(err.Error(), "output.pcap (a capture's files are written by one goroutine") {
 		t.Fatalf("CheckParallel = %v", err)
 	}
-	c, err := NewPartitioned(load(t, HtsimFatTreeSets(4)...), 2, 1)
+	c, err := NewPartitioned(load(t, HtsimFatTreeSets(4)...), 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +421,27 @@ func TestCapturePartitioned(t *testing.T) {
 	}
 	if !strings.Contains(capt.Summary(), `note: point "p": not captured: a partitioned cluster`) || len(readCapture(t, filepath.Join(dir, CaptureFileNG)).Interfaces) != 0 {
 		t.Errorf("summary %s", capt.Summary())
+	}
+	// The classic cluster of --parallel 0 runs as a one-worker partitioned
+	// run: one goroutine, so it is captured.
+	one, err := NewForWorkers(load(t, HtsimFatTreeSets(4)...), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	dir1 := t.TempDir()
+	capt1, err := NewCapture(bad.Output, dir1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := capt1.Attach(one, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := capt1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readCapture(t, filepath.Join(dir1, CaptureFileNG)).Interfaces); n != 1 || strings.Contains(capt1.Summary(), "not captured") {
+		t.Errorf("classic cluster: %d interfaces, summary %s", n, capt1.Summary())
 	}
 }
 

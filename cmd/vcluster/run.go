@@ -174,6 +174,15 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) (err error) {
 			err = cerr
 		}
 	}()
+	capt, err := startCapture(obs, j.cfg)
+	if err != nil {
+		return j.failed(m, err)
+	}
+	defer func() {
+		if cerr := capt.finish(cmd.ErrOrStderr()); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	env := j.env(obs)
 	head, before := j.head, []experiments.Section(nil)
 	if j.preflight {

@@ -13,7 +13,6 @@ import (
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/experiments"
 	"github.com/vcluster/vcluster/fabric"
-	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/wallclock"
 )
@@ -43,23 +42,6 @@ func smokeRun(w io.Writer, obs *observer, cfg config.Config) (*smokeOut, error) 
 	defer c.Close()
 	dir := cfg.Output.Dir
 	topo := c.Topo
-	var closers []func() error
-	for _, name := range cfg.Output.Pcap {
-		pt := topo.Port(name)
-		if pt == nil {
-			return nil, usageError(fmt.Errorf("output.pcap: no port named %q (ports look like %q or %q)", name, topo.PortNames()[0], "h0/p0"))
-		}
-		f, err := os.Create(filepath.Join(dir, sanitize(name)+".pcap"))
-		if err != nil {
-			return nil, err
-		}
-		pw, err := pcap.NewWriter(f, pcap.LinkTypeEthernet, 0)
-		if err != nil {
-			return nil, err
-		}
-		pt.Tap(pw)
-		closers = append(closers, pw.Close)
-	}
 	// Pairs: host 0 to a neighbour on its T0 (if any) and to the last host.
 	last := len(c.Hosts) - 1
 	var pairs [][2]int
@@ -94,11 +76,6 @@ func smokeRun(w io.Writer, obs *observer, cfg config.Config) (*smokeOut, error) 
 	}
 	obs.Watch(c)
 	c.Loop.Run()
-	for _, cl := range closers {
-		if err := cl(); err != nil {
-			return nil, err
-		}
-	}
 
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 2, 4, 2, ' ', 0)
@@ -146,15 +123,6 @@ pings.csv, counters.csv (per-port counters: this check's fabric as point
 		return nil, fmt.Errorf("%d pings timed out", failed)
 	}
 	return &smokeOut{head: head, preflight: preflight}, nil
-}
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '/' || c == ':' || c == ' ' {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 func hostRate(t *fabric.Topology) uint64 {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
+)
+
+// jobCapture is the packet capture of one command's run (output.pcap):
+// every cluster the observer watches from startCapture to finish gets
+// its named ports tapped, labelled with the point that runs.
+type jobCapture struct {
+	c      *cluster.Capture
+	active bool
+	err    error // the first Attach error, reported by finish
+}
+
+// startCapture opens the capture cfg asks for into cfg.Output.Dir (nothing
+// when output.pcap is empty) and attaches it to every cluster obs watches
+// until finish. Port names were checked when the config was validated.
+func startCapture(obs *observer, cfg config.Config) (*jobCapture, error) {
+	c, err := cluster.NewCapture(cfg.Output, cfg.Output.Dir)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	jc := &jobCapture{c: c, active: true}
+	obs.addWatcher(func(cl *cluster.Cluster, point int, label string) {
+		if !jc.active {
+			return
+		}
+		if label == "" {
+			label = obs.exp
+		}
+		if err := jc.c.Attach(cl, label); err != nil && jc.err == nil {
+			jc.err = err
+		}
+	}, nil)
+	return jc, nil
+}
+
+// finish closes the capture files and prints the capture's summary on w.
+// A nil jobCapture (no capture) does nothing.
+func (jc *jobCapture) finish(w io.Writer) error {
+	if jc == nil || !jc.active {
+		return nil
+	}
+	jc.active = false
+	err := jc.c.Close()
+	fmt.Fprint(w, jc.c.Summary())
+	if jc.err != nil {
+		return fmt.Errorf("capture: %w", jc.err)
+	}
+	if err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	return nil
+}
