@@ -381,7 +381,7 @@ func ParseSizeRange(s string) (SizeRange, error) {
 		*b.v = v
 	}
 	if r.Max < r.Min {
-		return SizeRange{}, fmt.Errorf("size range %q: max %d is below min %d", s, r.Max, r.Min)
+		return SizeRange{}, fmt.Errorf("size range %q: max %s is below min %s", s, FormatBytes(r.Max), FormatBytes(r.Min))
 	}
 	r.Factor = 2
 	if len(parts) == 3 {
@@ -414,7 +414,7 @@ func FormatBytes(b uint64) string {
 
 // InPlaceNote is the table's line on nccl-tests' in-place column group,
 // which this table does not have.
-const InPlaceNote = "# in-place (receive buffer = send buffer): not run — every rank has separate send and receive buffers here and each algorithm's plan is built for them; the columns are out-of-place"
+const InPlaceNote = "# in-place: not run (every rank has separate send and receive buffers here, and the plans are built for them)"
 
 // WriteTable prints rows as nccl-tests prints its table: the same columns,
 // widths and number formats (times in µs of virtual time), then the check

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -97,5 +98,46 @@ func TestDrillParallelIdentical(t *testing.T) {
 		if string(b) != refLog {
 			t.Errorf("--parallel %s: events.jsonl differs from --parallel 1's", n)
 		}
+	}
+}
+
+// --bytes takes units like every size flag (issue #15: "drill --bytes 4M"
+// was refused), and --progress shows the baseline and the run under the
+// plan as the drill's two points.
+func TestDrillBytesUnitsAndProgress(t *testing.T) {
+	code, out, errOut := runCLI(t, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "4M", "--json", "--progress", "log")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var s struct{ Bytes uint64 }
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Bytes != 4<<20 {
+		t.Errorf("summary bytes %d (%v), want %d", s.Bytes, err, 4<<20)
+	}
+	if !regexp.MustCompile(`\[drill\] point 1/2 fault-free baseline .*\n\[drill\] point 2/2 under the fault plan .*\n\[drill\] done, 2 points, [1-9]\d* events`).MatchString(errOut) {
+		t.Errorf("progress lines:\n%s", errOut)
+	}
+	code, _, errOut = runCLI(t, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "1M", "--baseline=false", "--progress", "log")
+	if code != 0 || !strings.Contains(errOut, "[drill] point 1/1 under the fault plan") || strings.Contains(errOut, "baseline") {
+		t.Errorf("--baseline=false: exit %d, progress lines:\n%s", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "drill", "--scenario", "t1-reboot", "--progress", "fancy")
+	if code != 2 || out != "" || !strings.Contains(errOut, "--progress: want auto, bar, log or none") {
+		t.Errorf("--progress fancy: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// --metrics serves the counters of the cluster under the plan.
+func TestDrillMetrics(t *testing.T) {
+	scrapes, code, stderr := scrapeRun(t, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "4M", "--baseline=false",
+		"--progress", "none", "--metrics-linger", "300ms")
+	if code != 0 || len(scrapes) == 0 {
+		t.Fatalf("exit %d, %d scrapes: %s", code, len(scrapes), stderr)
+	}
+	last := scrapes[len(scrapes)-1]
+	if tx := sum(last, "vcluster_port_tx_bytes_total", `tier="nic"`); tx < 4<<20 {
+		t.Errorf("NIC tx bytes %g, below the 4M transfer", tx)
+	}
+	if last[`vcluster_run_info{experiment="drill"}`] != 1 {
+		t.Errorf("run info: %v", last)
 	}
 }
