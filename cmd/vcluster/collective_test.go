@@ -169,28 +169,41 @@ func TestCollectiveProgress(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "[collective] iteration 1/2\n[collective] iteration 2/2\n") {
 		t.Errorf("workload: exit %d, progress lines:\n%s", code, errOut)
 	}
-	code, out, errOut := runCLI(t, "collective", "--hosts", "16", "--progress", "fancy")
-	if code != 2 || out != "" || !strings.Contains(errOut, "--progress: want auto, bar, log or none") {
-		t.Errorf("--progress fancy: exit %d, stdout %q, stderr %q", code, out, errOut)
+}
+
+// A bad --progress mode is a usage error before anything runs, on every
+// command that has the run flags.
+func TestBadProgressRefused(t *testing.T) {
+	for _, args := range [][]string{{"collective", "--hosts", "16"}, {"drill", "--scenario", "t1-reboot"}} {
+		code, out, errOut := runCLI(t, append(args, "--progress", "fancy")...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "--progress: want auto, bar, log or none") {
+			t.Errorf("%v --progress fancy: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
 	}
 }
 
 // --metrics serves the cluster's counters for the whole sweep, not only
-// its first size: the NICs' final tx bytes cover every size's traffic.
+// its first size: the NICs' final tx bytes cover every size's traffic. A
+// ring all-reduce makes every one of the 8 ranks send 2·7/8 of the size:
+// 14 × (64K + 256K + 1M) payload bytes, headers on top.
 func TestCollectiveMetrics(t *testing.T) {
-	scrapes, code, stderr := scrapeRun(t, "collective", "--hosts", "16", "--ranks", "8", "--sizes", "64K:1M:4", "--elide",
-		"--progress", "none", "--metrics-linger", "300ms")
+	observedRun(t, "collective", 14.0*(64<<10+256<<10+1<<20), "collective", "--hosts", "16", "--ranks", "8", "--sizes", "64K:1M:4", "--elide")
+}
+
+// observedRun runs args with --metrics and checks the final scrape: the
+// run is exp and its NICs sent at least minTx bytes.
+func observedRun(t *testing.T, exp string, minTx float64, args ...string) {
+	t.Helper()
+	scrapes, code, stderr := scrapeRun(t, append(args, "--progress", "none", "--metrics-linger", "300ms")...)
 	if code != 0 || len(scrapes) == 0 {
 		t.Fatalf("exit %d, %d scrapes: %s", code, len(scrapes), stderr)
 	}
 	last := scrapes[len(scrapes)-1]
-	// A ring all-reduce makes every one of the 8 ranks send 2·7/8 of the
-	// size: 14 × (64K + 256K + 1M) payload bytes, headers on top.
-	payload := 14.0 * (64<<10 + 256<<10 + 1<<20)
-	if tx := sum(last, "vcluster_port_tx_bytes_total", `tier="nic"`); tx < payload {
-		t.Errorf("NIC tx bytes %g, below the sweep's payload %g: counters stopped early", tx, payload)
+	if tx := sum(last, "vcluster_port_tx_bytes_total", `tier="nic"`); tx < minTx {
+		t.Errorf("NIC tx bytes %g, below the %g the run sends: counters stopped early", tx, minTx)
 	}
-	if last[`vcluster_run_info{experiment="collective"}`] != 1 || last["vcluster_events_total"] == 0 {
-		t.Errorf("run info / events: %v", last)
+	info := `vcluster_run_info{experiment="` + exp + `"}`
+	if last[info] != 1 || last["vcluster_events_total"] == 0 {
+		t.Errorf("%s = %g, vcluster_events_total = %g; want 1 and some", info, last[info], last["vcluster_events_total"])
 	}
 }

@@ -120,24 +120,9 @@ func TestDrillBytesUnitsAndProgress(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "[drill] point 1/1 under the fault plan") || strings.Contains(errOut, "baseline") {
 		t.Errorf("--baseline=false: exit %d, progress lines:\n%s", code, errOut)
 	}
-	code, out, errOut = runCLI(t, "drill", "--scenario", "t1-reboot", "--progress", "fancy")
-	if code != 2 || out != "" || !strings.Contains(errOut, "--progress: want auto, bar, log or none") {
-		t.Errorf("--progress fancy: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
 }
 
 // --metrics serves the counters of the cluster under the plan.
 func TestDrillMetrics(t *testing.T) {
-	scrapes, code, stderr := scrapeRun(t, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "4M", "--baseline=false",
-		"--progress", "none", "--metrics-linger", "300ms")
-	if code != 0 || len(scrapes) == 0 {
-		t.Fatalf("exit %d, %d scrapes: %s", code, len(scrapes), stderr)
-	}
-	last := scrapes[len(scrapes)-1]
-	if tx := sum(last, "vcluster_port_tx_bytes_total", `tier="nic"`); tx < 4<<20 {
-		t.Errorf("NIC tx bytes %g, below the 4M transfer", tx)
-	}
-	if last[`vcluster_run_info{experiment="drill"}`] != 1 {
-		t.Errorf("run info: %v", last)
-	}
+	observedRun(t, "drill", 4<<20, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "4M", "--baseline=false")
 }
