@@ -53,8 +53,9 @@ payload bytes are not carried: results cannot be checked and the check column
 says so. --workload runs a sequence of collectives per iteration instead and
 prints the iteration time.
 
---deadline is a limit on virtual time for the whole sweep (the cluster's
-clock, from 0): a collective still running then is stopped and the command
+--deadline (default 10s) is a limit on virtual time for the whole sweep
+(the cluster's clock, from 0): a collective still running then is stopped
+and the command
 fails (exit status 1) naming the size, the iteration and where the
 unfinished ranks were; the rows of the sizes done before are printed (and
 written to --csv/--json). It does not apply to --workload.
@@ -75,7 +76,7 @@ when interrupted (the complete rows are printed first).`,
 		Example: `  vcluster collective --op allreduce --algo ring --hosts 64 --transport mrc --sizes 1M:1G --elide
   vcluster collective --op allreduce --hosts 64 --sizes 1M:1G:4 --elide --progress log
   vcluster collective --op alltoall --algo direct --hosts 16 --sizes 64K:4M --trace a2a.json
-  vcluster collective --op allreduce --hosts 32 --sizes 64M --loss 0.01 --deadline 50ms
+  vcluster collective --op allreduce --hosts 32 --sizes 16M --elide --loss 0.01 --deadline 5ms
   vcluster collective --workload allreduce:ring:64M,alltoall:pairwise:16M@8 --hosts 32 --iters 3
   vcluster collective --op allreduce --hosts 64 --sizes 64M --elide --parallel 2 --metrics :9464
   vcluster collective --list`,
