@@ -57,30 +57,41 @@ func FuzzParseBytes(f *testing.F) {
 }
 
 func FuzzParseSizeRange(f *testing.F) {
-	for _, s := range []string{"1M:1G", "64K", "1:1", "1K:1M", "2:3", "1G:1M", "1M:", ":1M", "1M:1G:2G", "4096:8192"} {
+	for _, s := range []string{"1M:1G", "64K", "1:1", "1K:1M", "2:3", "1G:1M", "1M:", ":1M", "1M:1G:2G", "4096:8192",
+		"1M:1G:4", "1:1T:1024", "1M:1G:1", "1M:1G:0", "1M:1G:1.5", "1M:1G:1025", "1M:1G:2:2", "0:1M", "3:18446744073709551615:3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		lo, hi, ok := strings.Cut(s, ":")
-		if !ok {
-			hi = lo
-		}
-		sizes, err := ParseSizeRange(s)
+		r, err := ParseSizeRange(s)
 		if err != nil {
+			if !strings.Contains(err.Error(), "size range") {
+				t.Fatalf("ParseSizeRange(%q): error %q does not say what it read", s, err)
+			}
 			return
 		}
-		a, _ := ParseBytes(lo)
-		b, _ := ParseBytes(hi)
+		parts := strings.Split(s, ":")
+		a, _ := ParseSize(parts[0])
+		b := a
+		if len(parts) > 1 {
+			b, _ = ParseSize(parts[1])
+		}
+		if r.Min != a || r.Max != b || a == 0 || b < a || r.Factor < 2 || r.Factor > MaxSizeFactor {
+			t.Fatalf("ParseSizeRange(%q) = %+v: not the min %d, max %d written, or a factor out of [2, %d]", s, r, a, b, MaxSizeFactor)
+		}
+		if len(parts) < 3 && r.Factor != 2 {
+			t.Fatalf("ParseSizeRange(%q) = %+v: factor without one written, want 2", s, r)
+		}
+		sizes := r.Sizes()
 		if len(sizes) == 0 || sizes[0] != a {
-			t.Fatalf("ParseSizeRange(%q) = %v, want it to start at %d", s, sizes, a)
+			t.Fatalf("ParseSizeRange(%q).Sizes() = %v, want it to start at %d", s, sizes, a)
 		}
 		for i := 1; i < len(sizes); i++ {
-			if sizes[i] != 2*sizes[i-1] {
-				t.Fatalf("ParseSizeRange(%q) = %v: not doubling at %d", s, sizes, i)
+			if sizes[i] != r.Factor*sizes[i-1] {
+				t.Fatalf("ParseSizeRange(%q).Sizes() = %v: not ×%d at %d", s, sizes, r.Factor, i)
 			}
 		}
-		if last := sizes[len(sizes)-1]; last > b || (last <= b/2) {
-			t.Fatalf("ParseSizeRange(%q) = %v: last %d, max %d", s, sizes, last, b)
+		if last := sizes[len(sizes)-1]; last > b || last <= b/r.Factor {
+			t.Fatalf("ParseSizeRange(%q).Sizes() = %v: last %d, max %d: one more step would fit", s, sizes, last, b)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package collectives
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -44,6 +45,111 @@ type RunOptions struct {
 	Iters  int // timed iterations (default 1)
 	Warmup int // untimed iterations before them
 	Root   int // broadcast root
+	// Deadline, when not 0, is the virtual time (of the cluster's clock)
+	// by which every iteration must have finished: one still running
+	// then is stopped and Run returns a *DeadlineError saying which ranks
+	// had not finished and where each was. Sweep applies it to the
+	// whole sweep: it is a time, not a duration per size.
+	Deadline sim.Time
+	// Before, when set, is called by Sweep before it runs each size: the
+	// i-th (from 0) of the n sizes left after rounding, rounded.
+	Before func(i, n int, size uint64)
+}
+
+// DeadlineError is a collective that had not finished by
+// RunOptions.Deadline.
+type DeadlineError struct {
+	Deadline  sim.Time
+	Iteration int  // from 1, warmup iterations included
+	Iters     int  // warmup + timed
+	Warmup    bool // the iteration was a warmup one
+	// Unfinished of Ranks ranks had not finished their program (or
+	// not started: the deadline had passed before the iteration).
+	Unfinished, Ranks int
+	NotStarted        bool
+	// Where says, for the first few unfinished ranks, the step each was
+	// at ("rank 3 at step 17 of 40 (wait for rank 2 tag 5 since
+	// 1.234 ms), 2 write(s) in flight").
+	Where []string
+}
+
+func (e *DeadlineError) Error() string {
+	kind := "iteration"
+	if e.Warmup {
+		kind = "warmup iteration"
+	}
+	at := fmt.Sprintf("%s %d of %d", kind, e.Iteration, e.Iters)
+	if e.NotStarted {
+		return fmt.Sprintf("deadline (virtual time %.3f ms) passed before %s started", float64(e.Deadline)/1e6, at)
+	}
+	s := fmt.Sprintf("not finished by the deadline (virtual time %.3f ms), %s: %d of %d ranks unfinished", float64(e.Deadline)/1e6, at, e.Unfinished, e.Ranks)
+	if len(e.Where) > 0 {
+		s += ": " + strings.Join(e.Where, "; ")
+		if e.Unfinished > len(e.Where) {
+			s += "; …"
+		}
+	}
+	return s
+}
+
+// deadlineWhere is how many unfinished ranks a DeadlineError describes.
+const deadlineWhere = 4
+
+// armDeadline schedules the check of the ranks of groups at o.Deadline for
+// iteration it (of iters; the first warmup ones are warmups) and returns
+// what disarms it. The check is a cluster-wide action (Scheduler: between
+// windows on a partitioned cluster, with every partition stopped), so it
+// may read every rank; it fails the first unfinished rank, which stops
+// wait like any rank's error.
+func (m *Comm) armDeadline(o RunOptions, groups [][]int, it, iters int) (disarm func()) {
+	off := false
+	tm := m.C.Scheduler().At(o.Deadline, func() {
+		if off {
+			return
+		}
+		e := &DeadlineError{Deadline: o.Deadline, Iteration: it + 1, Iters: iters, Warmup: it < o.Warmup}
+		var first *rank
+		for _, g := range groups {
+			for _, cr := range g {
+				e.Ranks++
+				r := m.ranks[cr]
+				if !r.active {
+					continue
+				}
+				e.Unfinished++
+				if first == nil {
+					first = r
+				}
+				if len(e.Where) < deadlineWhere {
+					e.Where = append(e.Where, r.position())
+				}
+			}
+		}
+		if first != nil {
+			m.fail(first, e)
+		}
+	})
+	return func() {
+		off = true // a partitioned cluster's global events cannot be stopped
+		tm.Stop()
+	}
+}
+
+// position says where an active rank is in its program.
+func (r *rank) position() string {
+	s := fmt.Sprintf("rank %d at step %d of %d", r.id, r.pc, len(r.prog))
+	if r.pc < len(r.prog) {
+		st := r.prog[r.pc]
+		switch {
+		case st.Kind == Wait && r.waiting:
+			s += fmt.Sprintf(" (wait for rank %d tag %d since %.3f ms)", r.members[st.Peer], st.Tag, float64(r.waitFrom)/1e6)
+		case st.Kind == Wait:
+			s += fmt.Sprintf(" (wait for rank %d tag %d)", r.members[st.Peer], st.Tag)
+		default:
+			s += " (" + st.Kind.String() + ")"
+		}
+	}
+	return s + fmt.Sprintf(", %d write(s) in flight", r.inflight)
 }
 
 // Run executes algorithm a on every rank for size bytes (rounded with
@@ -97,15 +203,26 @@ func (m *Comm) runOn(a *Algorithm, groups [][]int, size uint64, o RunOptions) (R
 	}
 	label := fmt.Sprintf("%s %s %s", a.Op, a.Name, FormatBytes(size))
 	var total sim.Time
-	for it := 0; it < o.Warmup+o.Iters; it++ {
+	iters := o.Warmup + o.Iters
+	for it := 0; it < iters; it++ {
 		t0 := m.now()
 		if it == o.Warmup {
 			res.Start = t0
 		}
+		disarm := func() {}
+		if o.Deadline > 0 {
+			if t0 >= o.Deadline {
+				return res, fmt.Errorf("%s/%s %d bytes: %w", a.Op, a.Name, size, &DeadlineError{Deadline: o.Deadline,
+					Iteration: it + 1, Iters: iters, Warmup: it < o.Warmup, Unfinished: n * len(groups), Ranks: n * len(groups), NotStarted: true})
+			}
+			disarm = m.armDeadline(o, groups, it, iters)
+		}
 		for _, g := range groups {
 			m.launch(plan, g, label, t0)
 		}
-		if err := m.wait(); err != nil {
+		err := m.wait()
+		disarm()
+		if err != nil {
 			return res, fmt.Errorf("%s/%s %d bytes: %w", a.Op, a.Name, size, err)
 		}
 		if it >= o.Warmup {
@@ -140,15 +257,15 @@ func (m *Comm) runOn(a *Algorithm, groups [][]int, size uint64, o RunOptions) (R
 }
 
 // Sweep runs a at every size and returns the rows (sizes that round to
-// the same as the previous one are run once).
+// the same as the previous one are run once); on an error, the rows of
+// the sizes that finished.
 func (m *Comm) Sweep(a *Algorithm, sizes []uint64, o RunOptions) ([]Result, error) {
+	run := m.SweepSizes(sizes)
 	var rs []Result
-	var last uint64
-	for _, s := range sizes {
-		if RoundSize(m.Size(), s) == last {
-			continue
+	for i, s := range run {
+		if o.Before != nil {
+			o.Before(i, len(run), s)
 		}
-		last = RoundSize(m.Size(), s)
 		r, err := m.Run(a, s, o)
 		if err != nil {
 			return rs, err
@@ -158,17 +275,46 @@ func (m *Comm) Sweep(a *Algorithm, sizes []uint64, o RunOptions) ([]Result, erro
 	return rs, nil
 }
 
+// SweepSizes is the sizes Sweep runs: each rounded (RoundSize), without
+// one that rounds to the same as the one before.
+func (m *Comm) SweepSizes(sizes []uint64) []uint64 {
+	var run []uint64
+	for _, s := range sizes {
+		if r := RoundSize(m.Size(), s); len(run) == 0 || r != run[len(run)-1] {
+			run = append(run, r)
+		}
+	}
+	return run
+}
+
 // Sizes returns min, 2·min, 4·min, … up to max (nccl-tests -b/-e/-f 2).
-func Sizes(minB, maxB uint64) []uint64 {
+func Sizes(minB, maxB uint64) []uint64 { return SizesBy(minB, maxB, 2) }
+
+// SizesBy returns min, f·min, f²·min, … up to max: nccl-tests' -b, -e and
+// -f (stepfactor). A factor below 2 is taken as 2 (1 would never end).
+func SizesBy(minB, maxB, factor uint64) []uint64 {
+	factor = max(factor, 2)
 	var s []uint64
-	for b := max(minB, 1); b <= maxB; b *= 2 {
+	for b := max(minB, 1); b <= maxB; b *= factor {
 		s = append(s, b)
-		if b > maxB/2 { // the next doubling is past maxB (or would wrap)
+		if b > maxB/factor { // the next step is past maxB (or would wrap)
 			break
 		}
 	}
 	return s
 }
+
+// SizeRange is a size sweep: nccl-tests' -b (Min), -e (Max) and -f
+// (Factor).
+type SizeRange struct{ Min, Max, Factor uint64 }
+
+// Sizes lists the range's sizes.
+func (r SizeRange) Sizes() []uint64 { return SizesBy(r.Min, r.Max, r.Factor) }
+
+// MaxSizeFactor bounds a SizeRange's factor: past it, a range of sizes
+// up to 1 TiB has at most three sizes, and the factor is more likely a
+// typo than meant.
+const MaxSizeFactor = 1024
 
 // ParseSize reads a size: digits with an optional binary unit K, M, G or
 // T (or KiB … TiB, or a trailing B): 1M = 1048576. 0 is a size; more than
@@ -207,24 +353,50 @@ func parseSize(s, units string) (uint64, bool) {
 	return v << shift, true
 }
 
-// ParseSizeRange reads "min:max" (or one size) into the doubling list.
-func ParseSizeRange(s string) ([]uint64, error) {
-	lo, hi, ok := strings.Cut(s, ":")
-	if !ok {
-		hi = lo
+// ParseSizeRange reads "min:max:factor", "min:max" (factor 2) or one
+// size (min = max): sizes as ParseSize reads them, at least 1, max ≥ min;
+// factor an integer in [2, MaxSizeFactor]. The error names the part that
+// is wrong and why.
+func ParseSizeRange(s string) (SizeRange, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) > 3 {
+		return SizeRange{}, fmt.Errorf("size range %q: %d parts; want min:max:factor, min:max or one size", s, len(parts))
 	}
-	a, err := ParseBytes(lo)
-	if err != nil {
-		return nil, err
+	lo, hi := parts[0], parts[0]
+	if len(parts) > 1 {
+		hi = parts[1]
 	}
-	b, err := ParseBytes(hi)
-	if err != nil {
-		return nil, err
+	var r SizeRange
+	for _, b := range []struct {
+		name, text string
+		v          *uint64
+	}{{"min", lo, &r.Min}, {"max", hi, &r.Max}} {
+		v, err := ParseSize(b.text)
+		if err != nil {
+			return SizeRange{}, fmt.Errorf("size range %q: %s: %v", s, b.name, err)
+		}
+		if v == 0 {
+			return SizeRange{}, fmt.Errorf("size range %q: %s is 0; sizes are at least 1 byte", s, b.name)
+		}
+		*b.v = v
 	}
-	if b < a {
-		return nil, fmt.Errorf("size range %q: max below min", s)
+	if r.Max < r.Min {
+		return SizeRange{}, fmt.Errorf("size range %q: max %s is below min %s", s, FormatBytes(r.Max), FormatBytes(r.Min))
 	}
-	return Sizes(a, b), nil
+	r.Factor = 2
+	if len(parts) == 3 {
+		f, err := strconv.ParseUint(strings.TrimSpace(parts[2]), 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange) || err == nil && f > MaxSizeFactor:
+			return SizeRange{}, fmt.Errorf("size range %q: factor %s is above %d", s, parts[2], MaxSizeFactor)
+		case err != nil:
+			return SizeRange{}, fmt.Errorf("size range %q: factor %q is not an integer", s, parts[2])
+		case f < 2:
+			return SizeRange{}, fmt.Errorf("size range %q: factor %d is below 2 (each size is factor × the one before)", s, f)
+		}
+		r.Factor = f
+	}
+	return r, nil
 }
 
 // FormatBytes prints a size with a binary unit when exact (1M, 256K).
@@ -240,11 +412,22 @@ func FormatBytes(b uint64) string {
 	return fmt.Sprintf("%dB", b)
 }
 
-// WriteTable prints rows as nccl-tests does (times in µs of virtual time).
+// InPlaceNote is the table's line on nccl-tests' in-place column group,
+// which this table does not have.
+const InPlaceNote = "# in-place: not run (every rank has separate send and receive buffers here, and the plans are built for them)"
+
+// WriteTable prints rows as nccl-tests prints its table: the same columns,
+// widths and number formats (times in µs of virtual time), then the check
+// column, and nccl-tests' footer: the rows with wrong elements and the
+// mean bus bandwidth. Only the out-of-place column group is printed; the
+// header says why (InPlaceNote).
 func WriteTable(w io.Writer, rs []Result) {
-	fmt.Fprintf(w, "#\n# %10s %12s %8s %6s %6s %12s %8s %8s %8s  %s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "check")
-	fmt.Fprintf(w, "# %10s %12s %8s %6s %6s %12s %8s %8s %8s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
+	fmt.Fprintf(w, "#\n%s\n", InPlaceNote)
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s           out-of-place\n", "", "", "", "", "")
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "check")
+	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
 	var sum float64
+	failed := 0
 	for _, r := range rs {
 		redop := "sum"
 		if r.Op == AllGather || r.Op == AllToAll || r.Op == Broadcast {
@@ -252,15 +435,46 @@ func WriteTable(w io.Writer, rs []Result) {
 		}
 		wrong := "N/A"
 		if r.Wrong >= 0 {
-			wrong = strconv.FormatInt(r.Wrong, 10)
+			wrong = cFloat(float64(r.Wrong))
 		}
-		fmt.Fprintf(w, "  %10d %12d %8s %6s %6d %12.2f %8.2f %8.2f %8s  %s\n", r.Bytes, r.Count, "float", redop, r.Root,
-			float64(r.TimeNs)/1e3, r.AlgBW, r.BusBW, wrong, r.Check)
+		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6s  %6s  %6s  %s\n", r.Bytes, r.Count, "float", redop, r.Root,
+			ncclFloat(float64(r.TimeNs)/1e3, 7), ncclFloat(r.AlgBW, 6), ncclFloat(r.BusBW, 6), wrong, r.Check)
 		sum += r.BusBW
+		if r.Check == CheckFailed {
+			failed++
+		}
 	}
-	if len(rs) > 0 {
-		fmt.Fprintf(w, "# Avg bus bandwidth    : %g\n#\n", sum/float64(len(rs)))
+	if len(rs) == 0 {
+		return
 	}
+	verdict := "OK"
+	if failed > 0 {
+		verdict = "FAILED"
+	}
+	// "%-20s : %g %s" as nccl-tests' footer, the last %s empty (no
+	// expected bandwidth given): hence the space at the end of the line.
+	fmt.Fprintf(w, "# %-20s : %d %s\n", "Out of bounds values", failed, verdict)
+	fmt.Fprintf(w, "# %-20s : %s \n#\n", "Avg bus bandwidth", cFloat(sum/float64(len(rs))))
+}
+
+// cFloat is v as C's printf %g prints it: 6 significant digits, trailing
+// zeros dropped, e notation below 1e-4 and from 1e6 on.
+func cFloat(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// ncclFloat is v right-aligned in width columns as nccl-tests' getFloatStr
+// prints a table cell: with 2 decimals if that fits, else 1, else none,
+// else in e notation (1 decimal from width 7 on).
+func ncclFloat(v float64, width int) string {
+	for _, p := range []int{2, 1, 0} {
+		if s := strconv.FormatFloat(v, 'f', p, 64); len(s) <= width {
+			return fmt.Sprintf("%*s", width, s)
+		}
+	}
+	p := 0
+	if width >= 7 {
+		p = 1
+	}
+	return fmt.Sprintf("%*.*e", width, p, v)
 }
 
 // WriteCSV writes rows as CSV with a header line.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/internal/memprobe"
 	"github.com/vcluster/vcluster/wallclock"
 )
@@ -13,24 +14,36 @@ import (
 func init() { benchCommands = append(benchCommands, newBenchMemoryCmd) }
 
 func newBenchMemoryCmd() *cobra.Command {
-	var sizes, chains []int
+	var sizes []string
+	var chains []int
 	var reads int
 	var lines []int
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "This machine's floor: random cache-line reads per second over regions as large as a fabric",
 		Long: `memory measures how fast this machine reads 64-byte lines at random from
-regions of --sizes MiB, with 4 KiB pages and with transparent huge pages,
+regions of --sizes bytes (K, M, G, T: powers of 1024), with 4 KiB pages and with transparent huge pages,
 following 1 chain (the latency of a miss) and several independent chains at
 once (how many misses the core overlaps — the most prefetching can reach).
 From the best figure at the largest size it prints the ceiling for a
 simulator whose packet-hop touches --lines cold lines: no instruction
 counted, every miss overlapped. Compare it with bench clusterB.`,
 		Example: `  vcluster bench memory
-  vcluster bench memory --sizes 4096 --chains 16`,
+  vcluster bench memory --sizes 4G --chains 16`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for name, vs := range map[string][]int{"--sizes": sizes, "--chains": chains, "--lines": lines} {
+			var regions []uint64
+			for _, s := range sizes {
+				b, err := collectives.ParseSize(s) // checked when parsed: cannot fail
+				if err != nil {
+					return usageError(fmt.Errorf("--sizes: %v", err))
+				}
+				// Map maps whole 2 MiB pages (the huge pages' size): the
+				// region measured is that, and is what the row says.
+				const hp = 2 << 20
+				regions = append(regions, (b+hp-1)&^(hp-1))
+			}
+			for name, vs := range map[string][]int{"--chains": chains, "--lines": lines} {
 				for _, v := range vs {
 					if v < 1 {
 						return usageError(fmt.Errorf("%s: must be ≥ 1, got %d", name, v))
@@ -48,18 +61,19 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 			}
 			fmt.Fprintln(w)
 			var best float64
-			for _, mib := range sizes {
-				order := memprobe.Order(mib<<20/memprobe.Line, uint64(mib))
+			for _, size := range regions {
+				mib := fmt.Sprintf("%g MiB", float64(size)/(1<<20))
+				order := memprobe.Order(int(size/memprobe.Line), size>>20) // the seed: the size in MiB, as it always was
 				for _, huge := range []bool{false, true} {
-					region, free, err := memprobe.Map(mib<<20, huge)
+					region, free, err := memprobe.Map(int(size), huge)
 					if err != nil {
-						return fmt.Errorf("map %d MiB: %w", mib, err)
+						return fmt.Errorf("map %s: %w", mib, err)
 					}
 					page := "4 KiB"
 					if huge {
 						page = "2 MiB"
 					}
-					fmt.Fprintf(w, "%-10s %-8s", fmt.Sprintf("%d MiB", mib), page)
+					fmt.Fprintf(w, "%-10s %-8s", mib, page)
 					// One linking with the most chains serves every k: the
 					// first k chains still spread over all of the region.
 					all := memprobe.Chains(region, slices.Max(chains), order)
@@ -72,7 +86,7 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 						memprobe.Follow(region, heads, steps/10, clock) // warm the TLB and caches as a run would
 						d := memprobe.Follow(region, heads, steps, clock)
 						fmt.Fprintf(w, " %9.1f", d)
-						if mib == sizes[len(sizes)-1] && (best == 0 || d < best) {
+						if size == regions[len(regions)-1] && (best == 0 || d < best) {
 							best = d
 						}
 					}
@@ -80,7 +94,7 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 					free()
 				}
 			}
-			fmt.Fprintf(w, "best at %d MiB: %.1f ns per line; a packet-hop touching", sizes[len(sizes)-1], best)
+			fmt.Fprintf(w, "best at %g MiB: %.1f ns per line; a packet-hop touching", float64(regions[len(regions)-1])/(1<<20), best)
 			for i, l := range lines {
 				sep := ","
 				if i == len(lines)-1 {
@@ -92,11 +106,11 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 			return nil
 		},
 	}
-	cmd.Flags().IntSliceVar(&sizes, "sizes", []int{64, 1024, 4096}, "region sizes in MiB (the ceiling uses the last)")
+	cmd.Flags().StringSliceVar(&sizes, "sizes", []string{"64M", "1G", "4G"}, "region sizes, with K, M, G or T (powers of 1024), rounded up to whole 2 MiB pages; the ceiling uses the last")
 	cmd.Flags().IntSliceVar(&chains, "chains", []int{1, 8, 16, 24}, "numbers of chains followed together")
 	cmd.Flags().IntVar(&reads, "reads", 16_000_000, "line reads per measurement (an eighth with one chain)")
 	cmd.Flags().IntSliceVar(&lines, "lines", []int{4, 8, 12}, "cold lines per packet-hop for the ceiling line")
-	limit(cmd.Flags(), "sizes", listOf(intIn(1, 1<<20, "MiB")))
+	limit(cmd.Flags(), "sizes", listOf(sizeIn(1<<20, tib)))
 	limit(cmd.Flags(), "chains", listOf(intIn(1, 1024, "")))
 	limit(cmd.Flags(), "reads", intIn(1, 100*maxFlagCount, ""))
 	limit(cmd.Flags(), "lines", listOf(intIn(1, 1024, "")))

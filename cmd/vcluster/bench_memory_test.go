@@ -7,16 +7,20 @@ import (
 )
 
 func TestBenchMemory(t *testing.T) {
-	code, out, errOut := runCLI(t, "bench", "memory", "--sizes", "2,4", "--chains", "1,4", "--reads", "20000", "--lines", "10")
+	code, out, errOut := runCLI(t, "bench", "memory", "--sizes", "2M,3M", "--chains", "1,4", "--reads", "20000", "--lines", "10")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	// Two sizes × two page kinds, each with a positive figure per chain count.
+	// Two sizes × two page kinds, each with a positive figure per chain
+	// count; 3M is measured as the 4 MiB of whole 2 MiB pages it maps.
 	rows := regexp.MustCompile(`(?m)^(\d+) MiB\s+(4 KiB|2 MiB)\s+([0-9.]+)\s+([0-9.]+)$`).FindAllStringSubmatch(out, -1)
 	if len(rows) != 4 {
 		t.Fatalf("want 4 table rows, got %d:\n%s", len(rows), out)
 	}
-	for _, r := range rows {
+	for i, r := range rows {
+		if want := []string{"2", "2", "4", "4"}[i]; r[1] != want {
+			t.Errorf("row %d is for %s MiB, want %s MiB", i, r[1], want)
+		}
 		if r[3] == "0.0" || r[4] == "0.0" {
 			t.Fatalf("zero time per line in %q", r[0])
 		}

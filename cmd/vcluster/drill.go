@@ -42,11 +42,17 @@ simultaneous frame arrivals differently, so its numbers differ slightly).
 Exit status: 0 when the job completed with every byte verified and no QP
 in error; 1 when it stalled, a QP errored or a byte was wrong (the last
 line of stderr says which); 2 for invalid flags, config or plan; 130 when
-interrupted (SIGINT/SIGTERM: the event log so far is flushed).`,
+interrupted (SIGINT/SIGTERM: the event log so far is flushed).
+
+--progress shows the baseline and the run under the plan as two points
+(virtual time and events/s of the latter) on stderr; --metrics serves the
+faulted cluster's counters to Prometheus meanwhile. --bytes takes K, M, G,
+T (powers of 1024).`,
 		Example: `  vcluster drill --plan plan.yaml --preset C
   vcluster drill --scenario t1-reboot --at 300us --duration 500us --workload shift
   vcluster drill --plan plan.yaml --set fabric.forwarding=ecmp --set transport.kind=roce --log events.jsonl
-  vcluster drill --scenario t1-reboot --preset C --parallel 2`,
+  vcluster drill --scenario t1-reboot --preset C --parallel 2
+  vcluster drill --scenario t1-reboot --workload alltoall --bytes 4M --progress log --metrics :9464`,
 		Args: noArgs,
 	}
 	load := presetFlags(cmd)
@@ -73,6 +79,8 @@ interrupted (SIGINT/SIGTERM: the event log so far is flushed).`,
 	limit(f, "dst", intIn(-1, maxFlagHosts, "-1: the last host"))
 	limit(f, "period", durationIn(0, maxFlagTime, true))
 	limit(f, "deadline", durationIn(0, maxFlagTime, true))
+	rf := addRunFlags(cmd)
+	limitLinger(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := load()
 		if err != nil {
@@ -107,10 +115,28 @@ interrupted (SIGINT/SIGTERM: the event log so far is flushed).`,
 			return err
 		}
 		stopsOnInterrupt()
+		obs, stopObs, err := rf.startObserver(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		defer stopObs()
+		// Two points with the baseline: it runs first, on a cluster of
+		// its own that faults.Drill does not hand out (so it is not
+		// watched); then the run under the plan.
+		points, label := 1, "under the fault plan"
+		obs.Begin("drill")
+		if baseline {
+			points = 2
+			obs.Point(0, points, "fault-free baseline")
+		}
 		var c *cluster.Cluster
 		o := faults.DrillOptions{Plan: plan, Workload: faults.Workload{Pattern: pattern, Src: src, Dst: dst, Bytes: size},
 			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline, Parallel: *parallel, HoldUntilPlanEnd: hold,
-			OnCluster: func(cl *cluster.Cluster) { c = cl }}
+			OnCluster: func(cl *cluster.Cluster) {
+				c = cl
+				obs.Point(points-1, points, label)
+				obs.Watch(cl)
+			}}
 		if logPath != "" {
 			lf, err := os.Create(logPath)
 			if err != nil {
@@ -120,11 +146,12 @@ interrupted (SIGINT/SIGTERM: the event log so far is flushed).`,
 			o.Log = lf
 		}
 		s, err := faults.Drill(cfg, o)
+		where := "in the fault-free baseline run"
+		if c != nil {
+			where = obs.where()
+		}
+		obs.End()
 		if interrupted(cmd.Context()) {
-			where := ""
-			if c != nil {
-				where = virtualAt(c.Now())
-			}
 			left := "the summary is incomplete and not printed"
 			if logPath != "" {
 				left += "; event log so far in " + logPath

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -98,4 +99,30 @@ func TestDrillParallelIdentical(t *testing.T) {
 			t.Errorf("--parallel %s: events.jsonl differs from --parallel 1's", n)
 		}
 	}
+}
+
+// --bytes takes units like every size flag (issue #15: "drill --bytes 4M"
+// was refused), and --progress shows the baseline and the run under the
+// plan as the drill's two points.
+func TestDrillBytesUnitsAndProgress(t *testing.T) {
+	code, out, errOut := runCLI(t, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "4M", "--json", "--progress", "log")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var s struct{ Bytes uint64 }
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Bytes != 4<<20 {
+		t.Errorf("summary bytes %d (%v), want %d", s.Bytes, err, 4<<20)
+	}
+	if !regexp.MustCompile(`\[drill\] point 1/2 fault-free baseline .*\n\[drill\] point 2/2 under the fault plan .*\n\[drill\] done, 2 points, [1-9]\d* events`).MatchString(errOut) {
+		t.Errorf("progress lines:\n%s", errOut)
+	}
+	code, _, errOut = runCLI(t, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "1M", "--baseline=false", "--progress", "log")
+	if code != 0 || !strings.Contains(errOut, "[drill] point 1/1 under the fault plan") || strings.Contains(errOut, "baseline") {
+		t.Errorf("--baseline=false: exit %d, progress lines:\n%s", code, errOut)
+	}
+}
+
+// --metrics serves the counters of the cluster under the plan.
+func TestDrillMetrics(t *testing.T) {
+	observedRun(t, "drill", 4<<20, "drill", "--scenario", "t1-reboot", "--preset", "C", "--bytes", "4M", "--baseline=false")
 }

@@ -159,22 +159,24 @@ func sizeIn(lo, hi uint64) flagCheck {
 	}}
 }
 
-// sizeRangeIn is --sizes: min:max or one size, each in [lo, hi], max ≥ min.
+// sizeRangeIn is --sizes: min:max:factor, min:max (factor 2) or one
+// size (collectives.ParseSizeRange), min and max in [lo, hi].
 func sizeRangeIn(lo, hi uint64) flagCheck {
 	one := sizeIn(lo, hi)
-	allowed := "min:max or one size, each " + one.allowed
+	allowed := fmt.Sprintf("min:max:factor, min:max or one size, with min ≤ max, each %s, and factor an integer in [2, %d] (default 2)",
+		one.allowed, collectives.MaxSizeFactor)
 	return flagCheck{allowed, func(s string) error {
-		a, b, ok := strings.Cut(s, ":")
-		if !ok {
-			b = a
+		r, err := collectives.ParseSizeRange(s)
+		if err != nil {
+			return fmt.Errorf("%v; must be %s", err, allowed)
 		}
-		if one.check(a) != nil || one.check(b) != nil {
-			return fmt.Errorf("%s is not a size range; must be %s", s, allowed)
-		}
-		x, _ := collectives.ParseSize(a)
-		y, _ := collectives.ParseSize(b)
-		if y < x {
-			return fmt.Errorf("%s: max below min; must be %s", s, allowed)
+		for _, b := range []struct {
+			name string
+			v    uint64
+		}{{"min", r.Min}, {"max", r.Max}} {
+			if b.v < lo || b.v > hi {
+				return fmt.Errorf("size range %q: %s %s is outside [%s, %s]; must be %s", s, b.name, fmtBytes(b.v), fmtBytes(lo), fmtBytes(hi), allowed)
+			}
 		}
 		return nil
 	}}

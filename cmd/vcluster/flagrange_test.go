@@ -20,7 +20,7 @@ var numericFlagTypes = map[string]bool{
 }
 
 // numericStringFlags are string flags that carry sizes.
-var numericStringFlags = map[string]bool{"collective --chunk": true, "collective --sizes": true}
+var numericStringFlags = map[string]bool{"collective --sizes": true, "bench memory --sizes": true}
 
 func walkFlags(c *cobra.Command, fn func(path string, f *pflag.Flag)) {
 	seen := map[*pflag.Flag]bool{}
@@ -84,11 +84,26 @@ func TestFlagRanges(t *testing.T) {
 		{[]string{"collective", "--hosts", "-1"}, "--hosts", "0: the preset's"},
 		{[]string{"collective", "--ranks", "-2"}, "--ranks", "0: every host"},
 		{[]string{"collective", "--root", "-1"}, "--root", "[0, "},
-		{[]string{"collective", "--chunk", "0"}, "--chunk", "[1, 2G]"},
-		{[]string{"collective", "--chunk", "1X"}, "--chunk", "[1, 2G]"},
-		{[]string{"collective", "--sizes", "0:1M"}, "--sizes", "[1, 1T]"},
-		{[]string{"collective", "--sizes", "1M:1K"}, "--sizes", "max below min"},
-		{[]string{"collective", "--sizes", "2T"}, "--sizes", "[1, 1T]"},
+		{[]string{"collective", "--chunk", "0"}, "--chunk", "[4, 2G]"},
+		{[]string{"collective", "--chunk", "3"}, "--chunk", "[4, 2G]"},
+		{[]string{"collective", "--chunk", "1X"}, "--chunk", "[4, 2G]"},
+		{[]string{"collective", "--chunk", "4G"}, "--chunk", "[4, 2G]"},
+		{[]string{"collective", "--sizes", "0:1M"}, "--sizes", "min is 0"},
+		{[]string{"collective", "--sizes", "1M:1K"}, "--sizes", "max 1K is below min 1M"},
+		{[]string{"collective", "--sizes", "2T"}, "--sizes", "min 2T is outside [1, 1T]"},
+		{[]string{"collective", "--sizes", "1M:2T:4"}, "--sizes", "max 2T is outside [1, 1T]"},
+		{[]string{"collective", "--sizes", "1M:1G:1"}, "--sizes", "factor 1 is below 2"},
+		{[]string{"collective", "--sizes", "1M:1G:0"}, "--sizes", "factor 0 is below 2"},
+		{[]string{"collective", "--sizes", "1M:1G:2.5"}, "--sizes", `factor "2.5" is not an integer`},
+		{[]string{"collective", "--sizes", "1M:1G:x"}, "--sizes", `factor "x" is not an integer`},
+		{[]string{"collective", "--sizes", "1M:1G:4096"}, "--sizes", "factor 4096 is above 1024"},
+		{[]string{"collective", "--sizes", "1M:1G:2:2"}, "--sizes", "4 parts"},
+		{[]string{"collective", "--deadline", "0"}, "--deadline", "(0s, 1h]"},
+		{[]string{"collective", "--deadline", "-5ms"}, "--deadline", "(0s, 1h]"},
+		{[]string{"collective", "--deadline", "2h"}, "--deadline", "(0s, 1h]"},
+		{[]string{"collective", "--deadline", "soon"}, "--deadline", "(0s, 1h]"},
+		{[]string{"collective", "--metrics-linger", "-1s"}, "--metrics-linger", "[0s, 24h]"},
+		{[]string{"drill", "--metrics-linger", "25h"}, "--metrics-linger", "[0s, 24h]"},
 		{[]string{"collective", "--reduce-rate", "-1"}, "--reduce-rate", "bytes/s"},
 		{[]string{"collective", "--reduce-rate", "NaN"}, "--reduce-rate", "bytes/s"},
 		{[]string{"drill", "--deadline", "-1s"}, "--deadline", "(0s, 1h]"},
@@ -128,7 +143,9 @@ func TestFlagRanges(t *testing.T) {
 		{[]string{"bench", "clusterB", "--hosts-per-t0", "0"}, "--hosts-per-t0", "[1, 256]"},
 		{[]string{"bench", "clusterB", "--bytes", "0"}, "--bytes", "[1, 1T]"},
 		{[]string{"bench", "clusterB", "--mem-limit-gib", "-1"}, "--mem-limit-gib", "0: no limit"},
-		{[]string{"bench", "memory", "--sizes", "64,0"}, "--sizes", "[1, 1048576]"},
+		{[]string{"bench", "memory", "--sizes", "64M,0"}, "--sizes", "[1M, 1T]"},
+		{[]string{"bench", "memory", "--sizes", "64"}, "--sizes", "[1M, 1T]"}, // bytes now, not MiB: refused, not misread
+		{[]string{"bench", "memory", "--sizes", "2T"}, "--sizes", "[1M, 1T]"},
 		{[]string{"bench", "memory", "--chains", "0"}, "--chains", "[1, 1024]"},
 		{[]string{"bench", "memory", "--reads", "0"}, "--reads", "[1, "},
 		{[]string{"bench", "memory", "--lines", "-4"}, "--lines", "[1, 1024]"},
