@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
@@ -21,8 +22,14 @@ type jobCapture struct {
 // when output.pcap is empty) and attaches it to every cluster obs watches
 // until finish. Port names were checked when the config was validated.
 func startCapture(obs *observer, cfg config.Config) (*jobCapture, error) {
+	if len(cfg.Output.Pcap) == 0 {
+		return nil, nil
+	}
+	if err := os.MkdirAll(cfg.Output.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("output.dir: %w", err)
+	}
 	c, err := cluster.NewCapture(cfg.Output, cfg.Output.Dir)
-	if err != nil || c == nil {
+	if err != nil {
 		return nil, err
 	}
 	jc := &jobCapture{c: c, active: true}

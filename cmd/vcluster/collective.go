@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,7 +117,7 @@ when interrupted (the complete rows are printed first).`,
 	limit(f, "loss", lossRate())
 	limit(f, "deadline", durationIn(0, maxFlagTime, true))
 
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) (err error) {
 		w := cmd.OutOrStdout()
 		if list {
 			for _, a := range collectives.Algorithms("") {
@@ -132,7 +133,6 @@ when interrupted (the complete rows are printed first).`,
 			op    collectives.Op
 			alg   *collectives.Algorithm
 			sr    collectives.SizeRange
-			err   error
 		)
 		if workload != "" {
 			if items, err = collectives.ParseWorkload(workload); err != nil {
@@ -155,8 +155,14 @@ when interrupted (the complete rows are printed first).`,
 				return usageError(fmt.Errorf("--sizes: %v", err))
 			}
 		}
-		// Defaults and shorthands go before the user's --set values, which win.
-		pre := []string{"fabric.preset=C"}
+		// Defaults and shorthands go before the user's --set values, which
+		// win. Preset C is the default cluster only when neither a --config
+		// file nor --set chooses the fabric: a file's own preset or shape
+		// must not be overridden by it.
+		var pre []string
+		if path, sets, err := configSources(cmd); err == nil && path == "" && !setsPreset(sets) {
+			pre = append(pre, "fabric.preset=C")
+		}
 		if transport == "roce" {
 			pre = append(pre, "fabric.forwarding=ecmp")
 		}
@@ -213,6 +219,15 @@ when interrupted (the complete rows are printed first).`,
 			return err
 		}
 		defer stopObs()
+		capt, err := startCapture(obs, cfg)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := capt.finish(cmd.ErrOrStderr()); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 		c, err := parallelCluster(cfg, *parallel)
 		if err != nil {
 			return usageError(err)
@@ -379,4 +394,14 @@ func writeOut(path string, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// setsPreset reports whether one of the --set values chooses fabric.preset.
+func setsPreset(sets []string) bool {
+	for _, kv := range sets {
+		if strings.HasPrefix(kv, "fabric.preset=") {
+			return true
+		}
+	}
+	return false
 }

@@ -81,7 +81,7 @@ T (powers of 1024).`,
 	limit(f, "deadline", durationIn(0, maxFlagTime, true))
 	rf := addRunFlags(cmd)
 	limitLinger(f)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) (err error) {
 		cfg, err := load()
 		if err != nil {
 			return err
@@ -120,6 +120,15 @@ T (powers of 1024).`,
 			return err
 		}
 		defer stopObs()
+		capt, err := startCapture(obs, cfg)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := capt.finish(cmd.ErrOrStderr()); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 		// Two points with the baseline: it runs first, on a cluster of
 		// its own that faults.Drill does not hand out (so it is not
 		// watched); then the run under the plan.
