@@ -730,3 +730,110 @@ func TestDissectorKeepsRoCE(t *testing.T) {
 		t.Errorf("opcodes %v: want data and ACKs", ops)
 	}
 }
+
+// TestDissectorFlagsBadFrames: what mrc's codec rejects the dissector
+// still decodes, with a warning and nothing malformed: a reserved bit set,
+// an opcode of the MRC range MRC does not define, a control packet of the
+// wrong length.
+func TestDissectorFlagsBadFrames(t *testing.T) {
+	tshark.Require(t)
+	c := newCluster(t, "transport.kind=mrc", "fabric.forwarding=ecmp")
+	nic := c.Hosts[0].NIC
+	file := filepath.Join(t.TempDir(), "bad.pcap")
+	w, closeFn := newWriter(t, file, pcap.LinkTypeEthernet, 0)
+	buf := make([]byte, 64)
+	nack := func() []byte {
+		n, err := mrc.EncodeNACK(buf, mrc.BTH{PKey: mrc.DefaultPKey, DestQP: 0x100, PSN: 9}, &mrc.NETH{Code: mrc.NackTrimmed, PSN: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(buf[:n])
+	}
+	reserved := nack()
+	reserved[mrc.BTHLen+8] = 1 // NETH byte 8
+	unknown := nack()
+	unknown[0] = 0xCC
+	long := append(nack(), 0, 0, 0, 0)
+	frames := []struct {
+		b      []byte
+		expert string
+	}{{reserved, "mrc.reserved"}, {unknown, "mrc.unknown_opcode"}, {long, "mrc.length"}}
+	for i, f := range frames {
+		if _, _, err := mrc.DecodeNACK(f.b); err == nil && i < 2 {
+			t.Fatalf("frame %d: mrc's codec accepts it", i)
+		}
+		p, payload, err := nic.AllocRDMA(endpoint.RDMAHeader{DstHost: 1, EV: endpoint.MakeEV(1, 2, 3), PayloadLen: len(f.b), Stored: len(f.b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(payload, f.b)
+		if err := w.WritePacket(int64(i), p.Data, len(p.Data)); err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+	}
+	closeFn()
+	names := []string{"mrc.reserved", "mrc.unknown_opcode", "mrc.length", "mrc.bth.psn", "_ws.malformed", "_ws.expert.severity", "_ws.col.Protocol"}
+	rows := tshark.FieldsArgs(t, file, pluginArgs(t), "", names...)
+	if len(rows) != len(frames) {
+		t.Fatalf("%d rows for %d frames", len(rows), len(frames))
+	}
+	for i, r := range rows {
+		for j, n := range names[:3] {
+			if (r[j] != "") != (n == frames[i].expert) {
+				t.Errorf("frame %d: %s = %q, want it only for %s", i, n, r[j], frames[i].expert)
+			}
+		}
+		if r[3] != "9" || r[4] != "" || r[6] != "MRC" || slices.Contains(strings.Split(r[5], ","), tshark.SeverityError) {
+			t.Errorf("frame %d: PSN %q, malformed %q, severities %q, protocol %q", i, r[3], r[4], r[5], r[6])
+		}
+	}
+}
+
+// TestDissectorRandomBytes: random UDP payloads behind MRC opcodes, of
+// every length up to a SACK's and a little more, trimmed or not, captured
+// in part, never make the dissector fail (no Lua error, nothing malformed,
+// no error expert info); a frame whose capture ends before the opcode is
+// left to UDP.
+func TestDissectorRandomBytes(t *testing.T) {
+	tshark.Require(t)
+	c := newCluster(t, "transport.kind=mrc", "fabric.forwarding=ecmp")
+	nic := c.Hosts[0].NIC
+	file := filepath.Join(t.TempDir(), "random.pcap")
+	w, closeFn := newWriter(t, file, pcap.LinkTypeEthernet, 0)
+	rng := rand.New(rand.NewPCG(6, 7))
+	const n = 600
+	var opcodeSeen []bool // the capture holds the opcode byte
+	for i := range n {
+		b := make([]byte, 1+rng.IntN(mrc.SACKLen+8))
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		b[0] = mrc.OpWriteFirst + uint8(rng.IntN(int(mrc.OpProbe-mrc.OpWriteFirst)+1))
+		tc := uint8(fabric.DSCPTrimmable << 2)
+		if rng.IntN(2) == 0 {
+			tc = fabric.DSCPTrimmed << 2
+		}
+		p, payload, err := nic.AllocRDMA(endpoint.RDMAHeader{DstHost: 1, EV: endpoint.MakeEV(0, i, 1), TrafficClass: tc, PayloadLen: len(b), Stored: len(b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(payload, b)
+		captured := rng.IntN(len(b) + 1)
+		if err := w.WritePacket(int64(i), p.Data[:nic.RDMAHeaderLen()+captured], len(p.Data)); err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+		opcodeSeen = append(opcodeSeen, captured > 0)
+	}
+	closeFn()
+	rows := tshark.FieldsArgs(t, file, pluginArgs(t), "", "frame.number", "_ws.col.Protocol", "_ws.malformed", "_ws.expert.severity", "_ws.expert.message")
+	if len(rows) != n {
+		t.Fatalf("%d rows for %d frames", len(rows), n)
+	}
+	for i, r := range rows {
+		if (r[1] == "MRC") != opcodeSeen[i] || r[2] != "" || slices.Contains(strings.Split(r[3], ","), tshark.SeverityError) || strings.Contains(r[4], "Lua") {
+			t.Errorf("frame %s: protocol %q, malformed %q, severities %q, messages %q", r[0], r[1], r[2], r[3], r[4])
+		}
+	}
+}

@@ -235,11 +235,47 @@ local function header(c, key, n)
 	return nil
 end
 
-local function reserved_zero(item, range, mask)
-	local v = range:uint()
-	if mask then v = bit32.band(v, mask) end
-	if v ~= 0 then item:add_proto_expert_info(E.reserved) end
+-- Header layouts: { field key, offset, length }, in wire order. res marks
+-- a reserved field (true: every bit; a number: the reserved bits), which
+-- must be 0; ev an EV, shown split.
+local LAYOUT = {
+	bth = {
+		{ "opcode", 0, 1 }, { "se", 1, 1 }, { "migreq", 1, 1 }, { "padcnt", 1, 1 }, { "tver", 1, 1, res = 0x0F },
+		{ "pkey", 2, 2 }, { "bth_res4", 4, 1, res = true }, { "destqp", 5, 3 }, { "ackreq", 8, 1 }, { "rtx", 8, 1 },
+		{ "ts", 8, 1 }, { "bth_res8", 8, 1, res = 0x1F }, { "psn", 9, 3 },
+	},
+	meth = { { "rqmsn", 0, 2 }, { "msn", 2, 2 } },
+	tseth = { { "tseth_ts", 0, 2 }, { "tseth_coarse", 2, 2 }, { "tseth_res", 2, 2, res = 0x7FFF } },
+	reth = { { "va", 0, 8 }, { "rkey", 8, 4 }, { "dmalen", 12, 4 } },
+	imm = {}, -- the header item is the value
+	aeth = { { "syndrome", 0, 1 }, { "aeth_msn", 1, 3 } },
+	seth = {
+		{ "seth_m", 0, 1 }, { "seth_p", 0, 1 }, { "seth_r", 0, 1 }, { "seth_res0", 0, 1, res = 0x0F },
+		{ "seth_res1", 1, 1, res = true }, { "ack_offset", 2, 2 }, { "seth_ev", 4, 4, ev = true },
+		{ "seth_res8", 8, 1, res = true }, { "cack", 9, 3 }, { "mpr", 12, 1 }, { "seth_res13", 13, 1, res = true },
+		{ "sack_offset", 14, 2 }, { "bitmap", 16, 8 }, { "seth_res24", 24, 4, res = true },
+	},
+	cc = {
+		{ "cc_ts", 0, 2 }, { "cc_restore", 2, 2 }, { "cc_ooo", 2, 2 }, { "cc_res", 4, 1, res = 0x80 },
+		{ "cc_pen", 4, 1 }, { "cc_bytes", 5, 3 },
+	},
+	neth = {
+		{ "code", 0, 1 }, { "neth_r", 1, 1 }, { "neth_res1", 1, 1, res = 0x7F }, { "neth_ts", 2, 2 },
+		{ "neth_ev", 4, 4, ev = true }, { "neth_res8", 8, 1, res = true }, { "neth_psn", 9, 3 },
+	},
+	peth = { { "peth_ev", 0, 4, ev = true }, { "peth_seq", 4, 2 }, { "peth_ts", 6, 2 } },
+}
+for _, k in ipairs({ "erth", "eeth" }) do
+	LAYOUT[k] = {
+		{ k .. "_op", 0, 2 }, { k .. "_req", 2, 2 }, { k .. "_mask", 4, 4 },
+		{ k .. "_status", 8, 1, res = k == "erth" }, -- a request's status is 0
+		{ k .. "_res", 9, 3, res = true },
+	}
 end
+local LEN = {
+	bth = BTH_LEN, meth = METH_LEN, tseth = TSETH_LEN, reth = RETH_LEN, imm = IMM_LEN, aeth = AETH_LEN,
+	seth = SETH_LEN, cc = CCSTATE_LEN, neth = NETH_LEN, peth = PETH_LEN, erth = ERTH_LEN, eeth = ERTH_LEN,
+}
 
 local function add_ev(t, key, range)
 	local ev = range:uint()
@@ -247,34 +283,42 @@ local function add_ev(t, key, range)
 	item:add(F.ev_plane, range, bit32.band(ev, 0xF))
 	item:add(F.ev_choice, range, bit32.band(bit32.rshift(ev, 4), 0x3FF))
 	item:add(F.ev_label, range, bit32.rshift(ev, 16))
-	return ev
+end
+
+-- decode adds header key at the cursor, field by field; nil when the
+-- packet or the capture ends inside it.
+local function decode(c, key)
+	local t = header(c, key, LEN[key])
+	if not t then return nil end
+	local o = c.off - LEN[key]
+	for _, f in ipairs(LAYOUT[key]) do
+		local r = c.tvb(o + f[2], f[3])
+		if f.ev then
+			add_ev(t, f[1], r)
+		else
+			local item = t:add(F[f[1]], r)
+			if f.res then
+				local v = r:uint()
+				if f.res ~= true then v = bit32.band(v, f.res) end
+				if v ~= 0 then item:add_proto_expert_info(E.reserved) end
+			end
+		end
+	end
+	return t
 end
 
 local function dissect_bth(c)
-	local t = header(c, "bth", BTH_LEN)
+	local t = decode(c, "bth")
 	if not t then return nil end
 	local tvb = c.tvb
+	local flags = tvb(8, 1):uint()
 	local b = {
 		opcode = tvb(0, 1):uint(),
 		destqp = tvb(5, 3):uint(),
 		psn = tvb(9, 3):uint(),
-		ackreq = bit32.band(tvb(8, 1):uint(), 0x80) ~= 0,
-		rtx = bit32.band(tvb(8, 1):uint(), 0x40) ~= 0,
-		ts = bit32.band(tvb(8, 1):uint(), 0x20) ~= 0,
+		rtx = bit32.band(flags, 0x40) ~= 0,
+		ts = bit32.band(flags, 0x20) ~= 0,
 	}
-	t:add(F.opcode, tvb(0, 1))
-	t:add(F.se, tvb(1, 1))
-	t:add(F.migreq, tvb(1, 1))
-	t:add(F.padcnt, tvb(1, 1))
-	reserved_zero(t:add(F.tver, tvb(1, 1)), tvb(1, 1), 0x0F)
-	t:add(F.pkey, tvb(2, 2))
-	reserved_zero(t:add(F.bth_res4, tvb(4, 1)), tvb(4, 1))
-	t:add(F.destqp, tvb(5, 3))
-	t:add(F.ackreq, tvb(8, 1))
-	t:add(F.rtx, tvb(8, 1))
-	t:add(F.ts, tvb(8, 1))
-	reserved_zero(t:add(F.bth_res8, tvb(8, 1)), tvb(8, 1), 0x1F)
-	t:add(F.psn, tvb(9, 3))
 	t:append_text(string.format(", %s, QP 0x%06x, PSN %d", opcodes[b.opcode] or "?", b.destqp, b.psn))
 	return b
 end
@@ -291,36 +335,25 @@ local function icrc(c)
 	end
 end
 
-local function check_len(c, want)
+-- control decodes a control packet's headers and its ICRC, and checks its
+-- fixed length.
+local function control(c, ...)
+	local want = BTH_LEN + ICRC_LEN
+	for _, key in ipairs({ ... }) do
+		want = want + LEN[key]
+		if not decode(c, key) then return end
+	end
+	icrc(c)
 	if c.rep ~= want then
 		c.tree:add_proto_expert_info(E.length, string.format("UDP payload is %d bytes, the opcode's packet %d", c.rep, want))
 	end
 end
 
 local function dissect_data(c, b, trimmed)
-	local tvb = c.tvb
-	local t = header(c, "meth", METH_LEN)
-	if not t then return end
-	t:add(F.rqmsn, tvb(c.off - 4, 2))
-	t:add(F.msn, tvb(c.off - 2, 2))
-	if b.ts then
-		t = header(c, "tseth", TSETH_LEN)
-		if not t then return end
-		local o = c.off - TSETH_LEN
-		t:add(F.tseth_ts, tvb(o, 2))
-		t:add(F.tseth_coarse, tvb(o + 2, 2))
-		reserved_zero(t:add(F.tseth_res, tvb(o + 2, 2)), tvb(o + 2, 2), 0x7FFF)
-	end
-	t = header(c, "reth", RETH_LEN)
-	if not t then return end
-	local o = c.off - RETH_LEN
-	t:add(F.va, tvb(o, 8))
-	t:add(F.rkey, tvb(o + 8, 4))
-	t:add(F.dmalen, tvb(o + 12, 4))
-	if b.opcode == OP_WRITE_LAST_IMM or b.opcode == OP_WRITE_ONLY_IMM then
-		t = header(c, "imm", IMM_LEN)
-		if not t then return end
-	end
+	if not decode(c, "meth") then return end
+	if b.ts and not decode(c, "tseth") then return end
+	if not decode(c, "reth") then return end
+	if (b.opcode == OP_WRITE_LAST_IMM or b.opcode == OP_WRITE_ONLY_IMM) and not decode(c, "imm") then return end
 	-- Payload: everything up to the ICRC (a trimmed packet has none).
 	local tail = trimmed and 0 or ICRC_LEN
 	local plen = c.rep - c.off - tail
@@ -329,12 +362,10 @@ local function dissect_data(c, b, trimmed)
 		return
 	end
 	local have = math.min(plen, c.cap - c.off)
-	local pt
+	local pt = c.tree
 	if have > 0 then
-		pt = c.tree:add(F.payload, tvb(c.off, have))
+		pt = c.tree:add(F.payload, c.tvb(c.off, have))
 		pt:set_text(string.format("Payload: %d bytes on the wire, %d captured", plen, have))
-	else
-		pt = c.tree
 	end
 	pt:add(F.payload_len, plen):set_generated()
 	if have < plen then
@@ -343,92 +374,6 @@ local function dissect_data(c, b, trimmed)
 	end
 	c.off = c.off + plen
 	if not trimmed then icrc(c) end
-end
-
-local function dissect_ack(c)
-	local t = header(c, "aeth", AETH_LEN)
-	if not t then return end
-	local o = c.off - AETH_LEN
-	t:add(F.syndrome, c.tvb(o, 1))
-	t:add(F.aeth_msn, c.tvb(o + 1, 3))
-	icrc(c)
-	check_len(c, BTH_LEN + AETH_LEN + ICRC_LEN)
-end
-
-local function dissect_sack(c)
-	local tvb = c.tvb
-	local t = header(c, "seth", SETH_LEN)
-	if not t then return end
-	local o = c.off - SETH_LEN
-	t:add(F.seth_m, tvb(o, 1))
-	t:add(F.seth_p, tvb(o, 1))
-	t:add(F.seth_r, tvb(o, 1))
-	reserved_zero(t:add(F.seth_res0, tvb(o, 1)), tvb(o, 1), 0x0F)
-	reserved_zero(t:add(F.seth_res1, tvb(o + 1, 1)), tvb(o + 1, 1))
-	t:add(F.ack_offset, tvb(o + 2, 2))
-	add_ev(t, "seth_ev", tvb(o + 4, 4))
-	reserved_zero(t:add(F.seth_res8, tvb(o + 8, 1)), tvb(o + 8, 1))
-	t:add(F.cack, tvb(o + 9, 3))
-	t:add(F.mpr, tvb(o + 12, 1))
-	reserved_zero(t:add(F.seth_res13, tvb(o + 13, 1)), tvb(o + 13, 1))
-	t:add(F.sack_offset, tvb(o + 14, 2))
-	t:add(F.bitmap, tvb(o + 16, 8))
-	reserved_zero(t:add(F.seth_res24, tvb(o + 24, 4)), tvb(o + 24, 4))
-	if bit32.rshift(tvb(o, 1):uint(), 6) == 3 then t:add_proto_expert_info(E.reserved, "Path feedback M = 3 is reserved") end
-	t = header(c, "cc", CCSTATE_LEN)
-	if not t then return end
-	o = c.off - CCSTATE_LEN
-	t:add(F.cc_ts, tvb(o, 2))
-	t:add(F.cc_restore, tvb(o + 2, 2))
-	t:add(F.cc_ooo, tvb(o + 2, 2))
-	reserved_zero(t:add(F.cc_res, tvb(o + 4, 1)), tvb(o + 4, 1), 0x80)
-	t:add(F.cc_pen, tvb(o + 4, 1))
-	t:add(F.cc_bytes, tvb(o + 5, 3))
-	icrc(c)
-	check_len(c, BTH_LEN + SETH_LEN + CCSTATE_LEN + ICRC_LEN)
-end
-
-local function dissect_nack(c)
-	local tvb = c.tvb
-	local t = header(c, "neth", NETH_LEN)
-	if not t then return end
-	local o = c.off - NETH_LEN
-	t:add(F.code, tvb(o, 1))
-	t:add(F.neth_r, tvb(o + 1, 1))
-	reserved_zero(t:add(F.neth_res1, tvb(o + 1, 1)), tvb(o + 1, 1), 0x7F)
-	t:add(F.neth_ts, tvb(o + 2, 2))
-	add_ev(t, "neth_ev", tvb(o + 4, 4))
-	reserved_zero(t:add(F.neth_res8, tvb(o + 8, 1)), tvb(o + 8, 1))
-	t:add(F.neth_psn, tvb(o + 9, 3))
-	icrc(c)
-	check_len(c, BTH_LEN + NETH_LEN + ICRC_LEN)
-end
-
-local function dissect_probe(c)
-	local tvb = c.tvb
-	local t = header(c, "peth", PETH_LEN)
-	if not t then return end
-	local o = c.off - PETH_LEN
-	add_ev(t, "peth_ev", tvb(o, 4))
-	t:add(F.peth_seq, tvb(o + 4, 2))
-	t:add(F.peth_ts, tvb(o + 6, 2))
-	icrc(c)
-	check_len(c, BTH_LEN + PETH_LEN + ICRC_LEN)
-end
-
-local function dissect_endpoint(c, k)
-	local tvb = c.tvb
-	local t = header(c, k, ERTH_LEN)
-	if not t then return end
-	local o = c.off - ERTH_LEN
-	t:add(F[k .. "_op"], tvb(o, 2))
-	t:add(F[k .. "_req"], tvb(o + 2, 2))
-	t:add(F[k .. "_mask"], tvb(o + 4, 4))
-	local st = t:add(F[k .. "_status"], tvb(o + 8, 1))
-	if k == "erth" then reserved_zero(st, tvb(o + 8, 1)) end
-	reserved_zero(t:add(F[k .. "_res"], tvb(o + 9, 3)), tvb(o + 9, 3))
-	icrc(c)
-	check_len(c, BTH_LEN + ERTH_LEN + ICRC_LEN)
 end
 
 local infiniband -- the RoCEv2 dissector that had UDP 4791 before us
@@ -468,21 +413,24 @@ function mrc.dissector(tvb, pinfo, tree)
 	if op >= OP_WRITE_FIRST and op <= OP_WRITE_ONLY_IMM then
 		dissect_data(c, b, trimmed)
 	elseif op == OP_ACK then
-		dissect_ack(c)
+		control(c, "aeth")
 	elseif op == OP_SACK then
-		dissect_sack(c)
+		control(c, "seth", "cc")
+		if c.off > BTH_LEN and bit32.rshift(tvb(BTH_LEN, 1):uint(), 6) == 3 then
+			root:add_proto_expert_info(E.reserved, "Path feedback M = 3 is reserved")
+		end
 	elseif op == OP_NACK then
-		dissect_nack(c)
-		if not c.done then
+		control(c, "neth")
+		if c.off > BTH_LEN then
 			local code = tvb(BTH_LEN, 1):uint()
 			pinfo.cols.info:append(" " .. (nack_codes[code] or string.format("code 0x%02X", code)))
 		end
 	elseif op == OP_PROBE then
-		dissect_probe(c)
+		control(c, "peth")
 	elseif op == OP_ENDPOINT_REQ then
-		dissect_endpoint(c, "erth")
+		control(c, "erth")
 	elseif op == OP_ENDPOINT_RESP then
-		dissect_endpoint(c, "eeth")
+		control(c, "eeth")
 	else
 		root:add_proto_expert_info(E.opcode)
 		if c.off < c.cap then
