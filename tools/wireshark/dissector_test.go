@@ -458,35 +458,52 @@ func newCluster(t *testing.T, sets ...string) *cluster.Cluster {
 	return c
 }
 
-// TestDissectorEveryHeader writes one frame per MRC opcode and header
-// variant, with random field values, through the NIC's own frame builder
-// (AllocRDMA: Ethernet, IPv6, UDP with the EV's port and flow label), and
-// checks that tshark decodes every field of every header as mrc's codec
-// does — also with the capture cut at 96 and 64 bytes.
-func TestDissectorEveryHeader(t *testing.T) {
+// frameWriter starts a capture of hand-built frames: the host-0 NIC of an
+// ECMP MRC cluster to build them with, and a pcap writer to a temporary
+// file.
+func frameWriter(t *testing.T, name string) (*endpoint.NIC, string, *pcap.Writer, func()) {
+	t.Helper()
 	tshark.Require(t)
 	c := newCluster(t, "transport.kind=mrc", "fabric.forwarding=ecmp")
-	nic := c.Hosts[0].NIC
-	file := filepath.Join(t.TempDir(), "headers.pcap")
+	file := filepath.Join(t.TempDir(), name)
 	w, closeFn := newWriter(t, file, pcap.LinkTypeEthernet, 0)
+	return c.Hosts[0].NIC, file, w, closeFn
+}
+
+// writeRDMA builds a frame with the NIC's own AllocRDMA (Ethernet, IPv6,
+// UDP with the EV's port and flow label), with b as its UDP payload (the
+// first h.Stored bytes of h.PayloadLen), and writes its first
+// RDMAHeaderLen+captured bytes to w.
+func writeRDMA(t *testing.T, w *pcap.Writer, nic *endpoint.NIC, h endpoint.RDMAHeader, b []byte, ts int64, captured int) {
+	t.Helper()
+	h.DstHost, h.Stored = 1, len(b)
+	p, payload, err := nic.AllocRDMA(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(payload, b)
+	if err := w.WritePacket(ts, p.Data[:nic.RDMAHeaderLen()+captured], nic.RDMAHeaderLen()+h.PayloadLen); err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+}
+
+// TestDissectorEveryHeader writes one frame per MRC opcode and header
+// variant, with random field values, through the NIC's own frame builder
+// (writeRDMA), and checks that tshark decodes every field of every header
+// as mrc's codec does — also with the capture cut at 96 and 64 bytes.
+func TestDissectorEveryHeader(t *testing.T) {
+	nic, file, w, closeFn := frameWriter(t, "headers.pcap")
 	rng := rand.New(rand.NewPCG(15, 4791))
 	buf := make([]byte, mrc.MaxDataHeaderLen+512)
 	var sent []uint32 // the EV of each frame
 	emit := func(b []byte, wireLen int, ev endpoint.EV, tc uint8) {
 		t.Helper()
-		p, payload, err := nic.AllocRDMA(endpoint.RDMAHeader{DstHost: 1, EV: ev, TrafficClass: tc, PayloadLen: wireLen, Stored: len(b)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(payload, b)
-		if err := w.WritePacket(int64(len(sent))*1000, p.Data, nic.RDMAHeaderLen()+wireLen); err != nil {
-			t.Fatal(err)
-		}
-		p.Release()
+		writeRDMA(t, w, nic, endpoint.RDMAHeader{EV: ev, TrafficClass: tc, PayloadLen: wireLen}, b, int64(len(sent))*1000, len(b))
 		sent = append(sent, uint32(ev))
 	}
 	randEV := func() endpoint.EV {
-		return endpoint.MakeEV(rng.IntN(c.Topo.Planes), rng.IntN(endpoint.MaxPathChoices), uint16(rng.Uint32()))
+		return endpoint.MakeEV(rng.IntN(nic.Planes()), rng.IntN(endpoint.MaxPathChoices), uint16(rng.Uint32()))
 	}
 	randBTH := func() mrc.BTH {
 		return mrc.BTH{SE: rng.IntN(2) == 1, MigReq: rng.IntN(2) == 1, PadCnt: uint8(rng.IntN(4)), PKey: uint16(rng.Uint32()),
@@ -736,11 +753,7 @@ func TestDissectorKeepsRoCE(t *testing.T) {
 // an opcode of the MRC range MRC does not define, a control packet of the
 // wrong length.
 func TestDissectorFlagsBadFrames(t *testing.T) {
-	tshark.Require(t)
-	c := newCluster(t, "transport.kind=mrc", "fabric.forwarding=ecmp")
-	nic := c.Hosts[0].NIC
-	file := filepath.Join(t.TempDir(), "bad.pcap")
-	w, closeFn := newWriter(t, file, pcap.LinkTypeEthernet, 0)
+	nic, file, w, closeFn := frameWriter(t, "bad.pcap")
 	buf := make([]byte, 64)
 	nack := func() []byte {
 		n, err := mrc.EncodeNACK(buf, mrc.BTH{PKey: mrc.DefaultPKey, DestQP: 0x100, PSN: 9}, &mrc.NETH{Code: mrc.NackTrimmed, PSN: 9})
@@ -762,15 +775,7 @@ func TestDissectorFlagsBadFrames(t *testing.T) {
 		if _, _, err := mrc.DecodeNACK(f.b); err == nil && i < 2 {
 			t.Fatalf("frame %d: mrc's codec accepts it", i)
 		}
-		p, payload, err := nic.AllocRDMA(endpoint.RDMAHeader{DstHost: 1, EV: endpoint.MakeEV(1, 2, 3), PayloadLen: len(f.b), Stored: len(f.b)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(payload, f.b)
-		if err := w.WritePacket(int64(i), p.Data, len(p.Data)); err != nil {
-			t.Fatal(err)
-		}
-		p.Release()
+		writeRDMA(t, w, nic, endpoint.RDMAHeader{EV: endpoint.MakeEV(1, 2, 3), PayloadLen: len(f.b)}, f.b, int64(i), len(f.b))
 	}
 	closeFn()
 	names := []string{"mrc.reserved", "mrc.unknown_opcode", "mrc.length", "mrc.bth.psn", "_ws.malformed", "_ws.expert.severity", "_ws.col.Protocol"}
@@ -796,11 +801,7 @@ func TestDissectorFlagsBadFrames(t *testing.T) {
 // no error expert info); a frame whose capture ends before the opcode is
 // left to UDP.
 func TestDissectorRandomBytes(t *testing.T) {
-	tshark.Require(t)
-	c := newCluster(t, "transport.kind=mrc", "fabric.forwarding=ecmp")
-	nic := c.Hosts[0].NIC
-	file := filepath.Join(t.TempDir(), "random.pcap")
-	w, closeFn := newWriter(t, file, pcap.LinkTypeEthernet, 0)
+	nic, file, w, closeFn := frameWriter(t, "random.pcap")
 	rng := rand.New(rand.NewPCG(6, 7))
 	const n = 600
 	var opcodeSeen []bool // the capture holds the opcode byte
@@ -814,16 +815,8 @@ func TestDissectorRandomBytes(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			tc = fabric.DSCPTrimmed << 2
 		}
-		p, payload, err := nic.AllocRDMA(endpoint.RDMAHeader{DstHost: 1, EV: endpoint.MakeEV(0, i, 1), TrafficClass: tc, PayloadLen: len(b), Stored: len(b)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(payload, b)
 		captured := rng.IntN(len(b) + 1)
-		if err := w.WritePacket(int64(i), p.Data[:nic.RDMAHeaderLen()+captured], len(p.Data)); err != nil {
-			t.Fatal(err)
-		}
-		p.Release()
+		writeRDMA(t, w, nic, endpoint.RDMAHeader{EV: endpoint.MakeEV(0, i, 1), TrafficClass: tc, PayloadLen: len(b)}, b, int64(i), captured)
 		opcodeSeen = append(opcodeSeen, captured > 0)
 	}
 	closeFn()
