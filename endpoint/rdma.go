@@ -14,30 +14,46 @@ import (
 // EV is an entropy value: the 32-bit path selector of one RDMA packet.
 //
 //	bits  0..3   plane (taken modulo the topology's planes) → the NIC port
-//	bits  4..15  path choice inside the plane: in uSID mode the argument of
-//	             Topology.PathUSID (the T1 index in a Clos; aggregation and
-//	             core in a fat-tree; taken modulo the number of paths)
+//	bits  4..13  path choice inside the plane (0..1023): in uSID mode the
+//	             argument of Topology.PathUSID (the T1 index in a Clos, at
+//	             most 1024 of them; aggregation and core in a fat-tree,
+//	             (k/2)² ≤ 484 under uSID; taken modulo the number of paths)
+//	bits 14..15  always 1 (EVPortBase): the source port is in the dynamic
+//	             range 0xC000..0xFFFF
 //	bits 16..31  flow label bits 0..15 (label bits 16..19 are 0)
 //
-// On the wire the UDP source port is EV & 0xffff (so it carries plane and
-// path choice) and the IPv6 flow label is EV >> 16. In ECMP mode the path
-// choice is not explicit: switches hash addresses, flow label and ports, so
-// distinct EVs spread over paths.
+// On the wire the UDP source port is EV & 0xffff and the IPv6 flow label
+// EV >> 16 (PROTOCOLS.md: the low half in the port, the high half in the
+// label), so EVFromWire gives back exactly the EV that was sent. Bits 14..15
+// make the port what RoCEv2 NICs send: a port from the dynamic range
+// carrying per-QP/per-path entropy, never 0 (a zero source port means "no
+// reply port" to UDP, and plane 0 / path 0 used to put exactly that on the
+// wire). MakeEV sets them, and SrcPort sets them again for an EV built by
+// hand. In ECMP mode the path choice is not explicit: switches hash
+// addresses, flow label and ports, so distinct EVs spread over paths.
 type EV uint32
 
-// MakeEV builds an EV from its fields.
+// EVPortBase are the EV bits (14..15) that are always set: the UDP source
+// port EV & 0xffff lies in 0xC000..0xFFFF.
+const EVPortBase = 0xc000
+
+// MaxPathChoices is the number of path choices an EV can name (bits 4..13).
+const MaxPathChoices = 1 << 10
+
+// MakeEV builds an EV from its fields (choice taken modulo MaxPathChoices).
 func MakeEV(plane, choice int, label uint16) EV {
-	return EV(uint32(plane)&0xf | uint32(choice)&0xfff<<4 | uint32(label)<<16)
+	return EV(uint32(plane)&0xf | uint32(choice)&(MaxPathChoices-1)<<4 | EVPortBase | uint32(label)<<16)
 }
 
 // Plane returns the EV's plane bits (before the modulo by planes).
 func (e EV) Plane() int { return int(e & 0xf) }
 
 // Choice returns the EV's path-choice bits.
-func (e EV) Choice() int { return int(e >> 4 & 0xfff) }
+func (e EV) Choice() int { return int(e >> 4 & (MaxPathChoices - 1)) }
 
-// SrcPort returns the UDP source port carrying the EV.
-func (e EV) SrcPort() uint16 { return uint16(e) }
+// SrcPort returns the UDP source port carrying the EV: its low 16 bits,
+// with bits 14..15 forced on (never 0, always in the dynamic range).
+func (e EV) SrcPort() uint16 { return uint16(e) | EVPortBase }
 
 // FlowLabel returns the IPv6 flow label carrying the EV.
 func (e EV) FlowLabel() uint32 { return uint32(e >> 16) }
@@ -83,8 +99,9 @@ func (n *NIC) RDMAHeaderLen() int {
 // AllocRDMA takes a frame from the pool and writes its Ethernet (toward the
 // EV's plane port), [outer IPv6: own plane address → uSID path of the EV's
 // plane and choice, traffic class and flow label copied from the inner
-// header, hop limit 64], IPv6 and UDP (source port = EV low 16 bits,
-// destination 4791, flow label = EV high 16 bits, checksum 0) headers. It
+// header, hop limit 64], IPv6 and UDP (source port = EV.SrcPort(),
+// destination 4791, flow label = EV high 16 bits, checksum 0: see the
+// package doc) headers. It
 // returns the frame and its UDP payload slice (h.Stored bytes) for the
 // caller to fill with BTH, extension headers and data; then the caller
 // passes p to SendRDMA (or Releases it). AllocRDMA and SendRDMA do not
@@ -136,7 +153,8 @@ func (n *NIC) AllocRDMA(h RDMAHeader) (p *fabric.Packet, payload []byte, err err
 
 // SendRDMA queues a frame built by AllocRDMA on the port of its plane (the
 // plane of its source address), computing the UDP checksum first if
-// HostOptions.RDMAChecksum is set and the payload is fully stored.
+// HostOptions.RDMAChecksum is set and the payload is fully stored (by
+// default it stays 0, as RoCEv2 NICs send it: the package doc says why).
 func (n *NIC) SendRDMA(p *fabric.Packet) {
 	d := p.Data
 	off := offIP

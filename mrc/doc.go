@@ -117,8 +117,10 @@
 // # Spraying and EV states
 //
 // The QP owns EVsPerQP EVs split equally across planes (bits 0..3 plane;
-// PathsPerPlane > 0: bits 4..15 a path choice drawn without repetition,
-// so EVs name paths one to one; 0: random bits). Each plane has an active
+// PathsPerPlane > 0: bits 4..13 a path choice drawn without repetition,
+// so EVs name paths one to one, at most MaxPathChoices of them; 0: random
+// bits; bits 14..15 always set, so the UDP source port EV & 0xffff is in
+// 0xC000..0xFFFF and never 0, as RoCEv2 NICs send). Each plane has an active
 // set (ActiveSetSize split across planes) scanned in a pseudo-random order
 // reshuffled every ReshuffleInterval; the remaining EVs are the plane's
 // backup. Per data packet the planes are visited round robin and the first

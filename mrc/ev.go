@@ -30,18 +30,29 @@ func (s EVState) String() string {
 type EVInfo struct {
 	EV     uint32
 	Plane  int
-	Choice int // EV bits 4..15
+	Choice int // EV bits 4..13
 	State  EVState
 	Active bool // in its plane's active set
 }
 
-// EV field helpers (the layout of endpoint.EV).
-func evPlane(ev uint32) int  { return int(ev & 0xf) }
-func evChoice(ev uint32) int { return int(ev >> 4 & 0xfff) }
+// The layout of endpoint.EV: bits 0..3 plane, 4..13 path choice, 14..15
+// always set (the UDP source port EV & 0xffff is then in 0xC000..0xFFFF,
+// never 0), 16..31 flow label.
+const (
+	// MaxPathChoices is the number of path choices an EV can name: a
+	// Config.PathsPerPlane above it is served by the first MaxPathChoices.
+	MaxPathChoices = 1 << 10
+	evPortBase     = 0xc000
+	evChoiceMask   = (MaxPathChoices - 1) << 4
+)
 
-// MakeEV builds an EV from plane, path choice and flow label.
+func evPlane(ev uint32) int  { return int(ev & 0xf) }
+func evChoice(ev uint32) int { return int(ev&evChoiceMask) >> 4 }
+
+// MakeEV builds an EV from plane, path choice (modulo MaxPathChoices) and
+// flow label.
 func MakeEV(plane, choice int, label uint16) uint32 {
-	return uint32(plane)&0xf | uint32(choice)&0xfff<<4 | uint32(label)<<16
+	return uint32(plane)&0xf | uint32(choice)<<4&evChoiceMask | evPortBase | uint32(label)<<16
 }
 
 // ErrUnknownEV is returned by the controller API for an EV not in the pool.
@@ -125,7 +136,9 @@ func (p *evPool) init(cfg *Config, rng *rand.Rand) {
 		ps.first, ps.n, ps.up = len(p.evs), n, true
 		var choices []int
 		if cfg.PathsPerPlane > 0 {
-			choices = rng.Perm(cfg.PathsPerPlane)
+			// Beyond MaxPathChoices two choices would be one EV (and the
+			// duplicate search below would never end).
+			choices = rng.Perm(min(cfg.PathsPerPlane, MaxPathChoices))
 		}
 		for i := 0; i < n; i++ {
 			var ev uint32
@@ -135,7 +148,7 @@ func (p *evPool) init(cfg *Config, rng *rand.Rand) {
 					// flow label tells duplicates of a path apart.
 					ev = MakeEV(pl, choices[i%len(choices)], uint16(i/len(choices)))
 				} else {
-					ev = uint32(pl) | rng.Uint32()&^0xf
+					ev = uint32(pl) | evPortBase | rng.Uint32()&^(0xf|evPortBase)
 				}
 				if _, dup := p.byEV[ev]; !dup {
 					break

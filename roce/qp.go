@@ -184,11 +184,14 @@ func New(cfg Config, mem *verbs.Memory, qpn uint32, seed uint64) *QP {
 }
 
 // EV builds the entropy value of a QP: the UDP source port with its low 4
-// bits replaced by the plane (EV bits 0..3 = plane, 4..15 = the port's
-// upper bits, i.e. the path choice), and the flow label in bits 16..31.
-// The UDP source port on the wire is EV & 0xffff.
+// bits replaced by the plane (EV bits 0..3 = plane, 4..13 = the port's
+// next bits, i.e. the path choice) and bits 14..15 set, and the flow label
+// in bits 16..31. The UDP source port on the wire is EV & 0xffff: a derived
+// port (49152..65535) is unchanged but for the plane, an explicit one below
+// 0xC000 is lifted into the dynamic range, so no port is ever 0
+// (endpoint.EV's layout).
 func EV(srcPort uint16, plane int, flowLabel uint16) uint32 {
-	return uint32(srcPort&^0xf) | uint32(plane)&0xf | uint32(flowLabel)<<16
+	return uint32(srcPort&^0xf) | 0xc000 | uint32(plane)&0xf | uint32(flowLabel)<<16
 }
 
 // EV returns the QP's entropy value (fixed for its lifetime).

@@ -28,6 +28,23 @@ var DecodeRoCEv2 = []string{"-d", "udp.port==4791,infiniband"}
 // instead of 2 (unverified).
 var CheckUDPChecksum = []string{"-o", "udp.check_checksum:TRUE"}
 
+// IgnoreIPv6ZeroChecksum are extra tshark arguments accepting a zero UDP
+// checksum over IPv6. vcluster's RoCEv2 and MRC frames carry checksum 0, as
+// RoCEv2 NICs send (the endpoint package doc says why); without this tshark
+// flags every such frame "Illegal checksum value (0)" with error severity.
+var IgnoreIPv6ZeroChecksum = []string{"-o", "udp.ignore_ipv6_zero_checksum:TRUE"}
+
+// Lua returns the tshark arguments loading the Lua plugin script (e.g.
+// tools/wireshark/mrc.lua).
+func Lua(script string) []string { return []string{"-X", "lua_script:" + script} }
+
+// Expert-info severities as tshark prints the field _ws.expert.severity.
+const (
+	SeverityNote  = "4194304" // PI_NOTE
+	SeverityWarn  = "6291456" // PI_WARN
+	SeverityError = "8388608" // PI_ERROR
+)
+
 // runTimeout bounds one tshark run.
 const runTimeout = 2 * time.Minute
 
@@ -116,5 +133,16 @@ func FieldsArgs(t testing.TB, pcapFile string, extra []string, displayFilter str
 // handy for t.Log when an assertion fails.
 func Verbose(t testing.TB, pcapFile string) string {
 	t.Helper()
-	return Run(t, "-r", pcapFile, "-V")
+	return VerboseArgs(t, pcapFile, nil, "")
+}
+
+// VerboseArgs is Verbose with extra tshark arguments (e.g. Lua) and a
+// display filter (none when empty).
+func VerboseArgs(t testing.TB, pcapFile string, extra []string, displayFilter string) string {
+	t.Helper()
+	args := append([]string{"-r", pcapFile}, extra...)
+	if displayFilter != "" {
+		args = append(args, "-Y", displayFilter)
+	}
+	return Run(t, append(args, "-V")...)
 }
