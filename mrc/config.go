@@ -14,7 +14,8 @@ type Config struct {
 	// the plane in bits 0..3.
 	Planes int
 	// PathsPerPlane is the number of explicit path choices per plane (the
-	// T1 count of a Clos under uSID forwarding, EV bits 4..15). With
+	// T1 count of a Clos under uSID forwarding, EV bits 4..13, at most
+	// MaxPathChoices). With
 	// PathsPerPlane > 0 EVs are structured: plane + path choice, so each EV
 	// names one path (and an ASSUMED_BAD EV one bad path); when a plane has
 	// more EVs than paths, EVs of the same path differ in their flow-label
@@ -190,8 +191,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Planes < 1 || c.Planes > 16:
 		return bad("Planes", "must be 1..16")
-	case c.PathsPerPlane < 0 || c.PathsPerPlane > 4096:
-		return bad("PathsPerPlane", "must be 0..4096")
+	case c.PathsPerPlane < 0 || c.PathsPerPlane > MaxPathChoices:
+		return bad("PathsPerPlane", fmt.Sprintf("must be 0..%d (EV bits 4..13)", MaxPathChoices))
 	case c.EVsPerQP < 128 || c.EVsPerQP > 256:
 		return bad("EVsPerQP", "must be 128..256")
 	case c.ActiveSetSize != 0 && (c.ActiveSetSize < c.Planes || c.ActiveSetSize > c.EVsPerQP):

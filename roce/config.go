@@ -26,8 +26,9 @@ type Config struct {
 	// Plane is the NIC port (plane) the QP uses: EV bits 0..3.
 	Plane int
 	// SrcPort is the QP's fixed UDP source port; its low 4 bits are
-	// replaced by Plane (the EV layout keeps the plane there). 0 derives
-	// a port in 49152..65535 from the QPN and seed.
+	// replaced by Plane (the EV layout keeps the plane there) and its bits
+	// 14..15 are set, so a port below 49152 is raised into 49152..65535.
+	// 0 derives a port in 49152..65535 from the QPN and seed.
 	SrcPort uint16
 	// FlowLabel is the IPv6 flow label (EV bits 16..31); 0 derives one
 	// from the QPN and seed.

@@ -59,8 +59,8 @@
 //
 // A RoCE QP uses one fixed UDP source port, so ECMP pins the flow to one
 // path. Tx.EV = SrcPort&^0xf | Plane | FlowLabel<<16: bits 0..3 are the
-// plane (the NIC port), bits 4..15 the source port's upper bits (the path
-// choice under uSID), bits 16..31 the flow label; the UDP source port on
+// plane (the NIC port), bits 4..13 the source port's upper bits (the path
+// choice under uSID), bits 14..15 always set (ports 49152..65535), bits 16..31 the flow label; the UDP source port on
 // the wire is EV & 0xffff. Config.SrcPort 0 derives a port in
 // 49152..65535 from the QPN and seed. All packets of a QP (data and
 // control) use its EV, so both ends of a connection must be given the same

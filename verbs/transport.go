@@ -9,9 +9,9 @@ type Tx struct {
 	// payload and the 4-byte ICRC, whether or not the payload is stored.
 	WireLen int
 	DstHost int
-	// EV selects the path (see endpoint.EV): bits 0..3 plane, 4..15 path
+	// EV selects the path (see endpoint.EV): bits 0..3 plane, 4..13 path
 	// choice within the plane (the T1 in a Clos under uSID forwarding),
-	// 16..31 flow label. It becomes the UDP source port (low 16 bits) and
+	// 14..15 always set (UDP source ports 49152..65535), 16..31 flow label. It becomes the UDP source port (low 16 bits) and
 	// the IPv6 flow label (high 16 bits).
 	EV   uint32
 	DSCP uint8 // fabric DSCP: data, retransmission, control, NO_TRIM, RoCE
