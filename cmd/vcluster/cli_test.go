@@ -157,7 +157,7 @@ func TestRunDeterministicOutputs(t *testing.T) {
 			t.Fatalf("run exited %d: %s", code, errOut)
 		}
 	}
-	sameFiles(t, a, b, "topology.dot", "pings.csv", "counters.csv", "report.md", "results.csv", "results.json", "p0.t1.0_0.pcap", "h0_p1.pcap")
+	sameFiles(t, a, b, "topology.dot", "pings.csv", "counters.csv", "report.md", "results.csv", "results.json", "capture.pcapng")
 	x, _ := os.ReadFile(filepath.Join(a, "config.yaml"))
 	y, _ := os.ReadFile(filepath.Join(b, "config.yaml"))
 	if x, y = bytes.ReplaceAll(x, []byte(a), nil), bytes.ReplaceAll(y, []byte(b), nil); !bytes.Equal(x, y) || len(x) == 0 {

@@ -33,6 +33,7 @@ var rank = map[string]int{
 	"cmd/vcluster":      110,
 	"internal/tshark":   200, // test helper
 	"internal/layers":   200,
+	"tools/wireshark":   200, // the MRC dissector's tests
 }
 
 // wallOK lists who may import wallclock (it sits high so that nothing
