@@ -64,3 +64,25 @@ func (jc *jobCapture) finish(w io.Writer) error {
 	}
 	return nil
 }
+
+// startObserved starts what follows a one-cluster command's run: the
+// observer of f's flags (progress, metrics) and the capture cfg asks for.
+// done stops both; call it deferred with the command's error, which it
+// sets to the capture's error if there was none.
+func (f *runFlags) startObserved(stderr io.Writer, cfg config.Config) (obs *observer, done func(err *error), err error) {
+	obs, stop, err := f.startObserver(stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	capt, err := startCapture(obs, cfg)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return obs, func(err *error) {
+		if cerr := capt.finish(stderr); cerr != nil && *err == nil {
+			*err = cerr
+		}
+		stop()
+	}, nil
+}

@@ -214,20 +214,11 @@ when interrupted (the complete rows are printed first).`,
 		for h := 0; h < ranks; h++ {
 			opt.Hosts = append(opt.Hosts, h)
 		}
-		obs, stopObs, err := rf.startObserver(cmd.ErrOrStderr())
+		obs, done, err := rf.startObserved(cmd.ErrOrStderr(), cfg)
 		if err != nil {
 			return err
 		}
-		defer stopObs()
-		capt, err := startCapture(obs, cfg)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := capt.finish(cmd.ErrOrStderr()); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
+		defer done(&err)
 		c, err := parallelCluster(cfg, *parallel)
 		if err != nil {
 			return usageError(err)

@@ -115,20 +115,11 @@ T (powers of 1024).`,
 			return err
 		}
 		stopsOnInterrupt()
-		obs, stopObs, err := rf.startObserver(cmd.ErrOrStderr())
+		obs, done, err := rf.startObserved(cmd.ErrOrStderr(), cfg)
 		if err != nil {
 			return err
 		}
-		defer stopObs()
-		capt, err := startCapture(obs, cfg)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := capt.finish(cmd.ErrOrStderr()); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
+		defer done(&err)
 		// Two points with the baseline: it runs first, on a cluster of
 		// its own that faults.Drill does not hand out (so it is not
 		// watched); then the run under the plan.
