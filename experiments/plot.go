@@ -179,6 +179,11 @@ func drawPlot(dc draw.Canvas, p Plot) error {
 	if !yr.ok() {
 		lo, hi = 0, 1
 	}
+	// 3% headroom: a series at its maximum (line rate, 100%) does not run
+	// along the frame.
+	if hi > 0 {
+		hi *= 1.03
+	}
 	var ystep float64
 	pl.Y.Min, pl.Y.Max, ystep = niceRange(lo, hi, 1)
 	pl.Y.Tick.Marker = roundTicks{step: ystep}

@@ -26,9 +26,11 @@ pre{background:#f6f8fa;border:1px solid #e5e8eb;border-radius:4px;padding:.7em 1
 code{background:#eff1f3;border-radius:3px;padding:0 .25em;font-size:.9em}
 pre code{background:none;padding:0}
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
+div.wide{overflow-x:auto}
 th,td{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f6f8fa;white-space:nowrap}
 tbody tr:nth-child(even){background:#f9fafb}
+td:first-child{white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.sortable th{cursor:pointer;user-select:none}
 table.sortable th:hover{background:#eaeef2}
@@ -37,7 +39,7 @@ table.sortable th[data-sort=desc]::after{content:" \25BC"}
 .pass{color:#1a7f37;font-weight:600}
 .differs,.failed,.interrupted{color:#cf222e;font-weight:600}
 figure{margin:1.2em 0}
-figure svg{max-width:100%;height:auto;border:1px solid #eaeef2}
+figure svg{width:100%;max-width:58em;height:auto;border:1px solid #eaeef2}
 figure svg text{font-family:"Liberation Sans",Arimo,Arial,Helvetica,sans-serif !important}
 figcaption{color:#57606a;font-size:.9em}
 details{margin:.6em 0}
@@ -131,7 +133,7 @@ func writeTable(b *bytes.Buffer, id string, head []string, rows [][]string, cell
 			}
 		}
 	}
-	fmt.Fprintf(b, "<table id=\"%s\" class=\"sortable\">\n<thead><tr>", esc(id))
+	fmt.Fprintf(b, "<div class=\"wide\"><table id=\"%s\" class=\"sortable\">\n<thead><tr>", esc(id))
 	for _, h := range head {
 		fmt.Fprintf(b, "<th>%s</th>", esc(h))
 	}
@@ -166,7 +168,7 @@ func writeTable(b *bytes.Buffer, id string, head []string, rows [][]string, cell
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody>\n</table>\n")
+	b.WriteString("</tbody>\n</table></div>\n")
 }
 
 // checkRows are the check table's rows (checkHead's columns).
