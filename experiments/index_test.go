@@ -1,9 +1,12 @@
 package experiments
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,5 +77,64 @@ func TestWriteIndex(t *testing.T) {
 	}
 	if _, err := ReadIndexEntry(dir, "none"); err == nil {
 		t.Error("an entry without a manifest was read")
+	}
+}
+
+// fakeExperiment is an Experiment for report tests: it runs nothing.
+type fakeExperiment struct{}
+
+func (fakeExperiment) Name() string         { return "fake" }
+func (fakeExperiment) Title() string        { return "a fake" }
+func (fakeExperiment) TargetRows() []string { return []string{"T0"} }
+func (fakeExperiment) Describe() string {
+	return "Setup with `code`, **bold**\n\n```\nraw & <pre>\n```\n\n- one\n- two"
+}
+func (fakeExperiment) ClusterSets() []string { return nil }
+func (fakeExperiment) Params() []Param       { return []Param{{Key: "k", Default: "1"}} }
+func (fakeExperiment) Run(context.Context, *Env) (*Results, error) {
+	return nil, nil
+}
+
+// report.html from WriteReport: the prose rendered (no fence left, the
+// code block a <pre>), the results and checks as tables, one inline SVG
+// per plot; ReplaceReportSVGs swaps a plot's SVG for a redrawn one and
+// the page stays clean.
+func TestReportHTML(t *testing.T) {
+	dir := t.TempDir()
+	plots := testPlots()
+	r := &Results{Columns: []string{"transport", "busbw"}, Rows: [][]string{{"MRC", "46.9"}, {"RoCE", "12.1"}}, Table: "transport busbw\nMRC 46.9\n",
+		Checks: []Check{{Target: "T0", Claim: "c", Expected: "e", Measured: "m", Pass: true}}, Plots: plots,
+		Notes: "**Note**: see `x`.\n\n| a | b |\n|---|---|\n| 1 | 2 |"}
+	env := &Env{Size: Quick, Params: map[string]string{"k": "1"}}
+	files, err := WriteReport(dir, fakeExperiment{}, env, r, "cluster X")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"plots.json", "throughput_over_time.csv", "capacity_lost.csv", "bandwidth_vs_write.csv", "report.html"} {
+		if !slices.Contains(files, f) {
+			t.Errorf("WriteReport wrote %v, not %s", files, f)
+		}
+	}
+	h, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	l := LintReportHTML(h)
+	if len(l.Problems) > 0 || l.SVGs != len(plots) || l.Tables["results"] != 3 || l.Tables["checks"] != 2 || l.Tables[""] != 2 {
+		t.Errorf("report.html: %+v", l)
+	}
+	for _, want := range []string{"<pre>raw &amp; &lt;pre&gt;\n</pre>", "<code>code</code>", "<strong>bold</strong>", "<li>two</li>", "<strong>Note</strong>", `<td class="num">46.9</td>`} {
+		if !strings.Contains(string(h), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	if !strings.Contains(string(md), "Data: [capacity_lost.csv](capacity_lost.csv)") {
+		t.Errorf("report.md does not link the CSVs:\n%s", md)
+	}
+	p := plots[1]
+	p.Title = "a new title"
+	svg, _ := RenderPlotAs(p, "svg")
+	h2, n := ReplaceReportSVGs(h, map[string][]byte{p.Name: svg, "nosuch": svg})
+	l2 := LintReportHTML(h2)
+	if n != 1 || len(l2.Problems) > 0 || l2.SVGs != len(plots) || !bytes.Contains(h2, inlineSVG(svg)) || bytes.Equal(h, h2) {
+		t.Errorf("ReplaceReportSVGs: %d replaced, %+v", n, l2)
 	}
 }

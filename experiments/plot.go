@@ -3,8 +3,10 @@ package experiments
 import (
 	"bytes"
 	"fmt"
+	"html"
 	"image/color"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,7 +86,32 @@ func RenderPlotAs(p Plot, format string) ([]byte, error) {
 	if _, err := c.WriteTo(&b); err != nil {
 		return nil, err
 	}
+	if format == "svg" {
+		return fixSVGTextLengths(b.Bytes()), nil
+	}
 	return b.Bytes(), nil
+}
+
+// svgTextEl is a <text> element as vgsvg writes it: attributes, the
+// style with the font size, the escaped text.
+var svgTextEl = regexp.MustCompile(`<text ([^>]*?)style="([^"]*font-size:([0-9.]+)px[^"]*)">([^<]*)</text>`)
+
+// fixSVGTextLengths gives every <text> of a rendered SVG the length it has
+// in Liberation Sans, the font it was laid out with (textLength). The SVG
+// names the font, but the viewer draws it with whatever it has (DejaVu
+// Sans is some 15% wider): without the length a centred title overflows
+// the figure and legend names run off its edge.
+func fixSVGTextLengths(svg []byte) []byte {
+	return svgTextEl.ReplaceAllFunc(svg, func(el []byte) []byte {
+		m := svgTextEl.FindSubmatch(el)
+		size, err := strconv.ParseFloat(string(m[3]), 64)
+		txt := html.UnescapeString(string(m[4]))
+		if err != nil || strings.TrimSpace(txt) == "" {
+			return el
+		}
+		w := textStyle(vg.Length(size)).Width(txt).Points()
+		return []byte(fmt.Sprintf(`<text %stextLength="%.5g" lengthAdjust="spacingAndGlyphs" style="%s">%s</text>`, m[1], w, m[2], m[4]))
+	})
 }
 
 // legendEntry is one drawn series of the legend.

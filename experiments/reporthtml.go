@@ -40,7 +40,7 @@ table.sortable th[data-sort=desc]::after{content:" \25BC"}
 .differs,.failed,.interrupted{color:#cf222e;font-weight:600}
 figure{margin:1.2em 0}
 figure svg{width:100%;max-width:58em;height:auto;border:1px solid #eaeef2}
-figure svg text{font-family:"Liberation Sans",Arimo,Arial,Helvetica,sans-serif !important}
+figure svg text{font-family:"Liberation Sans",Arimo,Arial,"Helvetica Neue",Helvetica,"Nimbus Sans",FreeSans,sans-serif !important}
 figcaption{color:#57606a;font-size:.9em}
 details{margin:.6em 0}
 summary{cursor:pointer;color:#57606a}
@@ -245,6 +245,31 @@ func reportHTML(e Experiment, env *Env, r *Results, head string, svgs map[string
 	h.WriteString(". <code>vcluster plot DIR</code> redraws the plots from the CSV files and plots.json.</p>\n")
 	writePageEnd(&h)
 	return h.Bytes()
+}
+
+// ReplaceReportSVGs puts svgs (rendered SVG by plot name) in place of
+// the inline SVGs of the same plots in report.html b, so that a redrawn
+// plot shows in the report too. It returns the page and how many plots
+// it replaced; plots the page does not have are left out.
+func ReplaceReportSVGs(b []byte, svgs map[string][]byte) ([]byte, int) {
+	n := 0
+	for name, svg := range svgs {
+		start := []byte("<figure id=\"plot-" + esc(name) + "\">\n")
+		i := bytes.Index(b, start)
+		if i < 0 {
+			continue
+		}
+		i += len(start)
+		j := bytes.Index(b[i:], []byte("\n<figcaption>"))
+		if j < 0 {
+			continue
+		}
+		out := append([]byte(nil), b[:i]...)
+		out = append(out, inlineSVG(svg)...)
+		b = append(out, b[i+j:]...)
+		n++
+	}
+	return b, n
 }
 
 func paramHTML(e Experiment, p map[string]string) string {

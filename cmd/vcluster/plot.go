@@ -30,7 +30,9 @@ edited picture, without running anything again. A directory of
 subdirectory.
 
 The pictures overwrite DIR's own, or go to --out (one subdirectory per
-experiment for an 'experiment all' directory). Everything is read and
+experiment for an 'experiment all' directory). With svg among the formats,
+report.html is written again with the redrawn plots in it (into --out, if
+given). Everything is read and
 checked before anything is written: a file that does not parse is an error
 (exit status 2) naming the file and line.`,
 		Example: `  vcluster plot out/ar
@@ -70,10 +72,11 @@ checked before anything is written: a file that does not parse is an error
 			}
 			w := cmd.OutOrStdout()
 			n := 0
-			for _, r := range runs {
+			for i, r := range runs {
 				if err := os.MkdirAll(r.out, 0o755); err != nil {
 					return err
 				}
+				svgs := map[string][]byte{}
 				for _, p := range r.plots {
 					for _, f := range formats {
 						b, err := experiments.RenderPlotAs(p, f)
@@ -86,6 +89,20 @@ checked before anything is written: a file that does not parse is an error
 						}
 						fmt.Fprintln(w, path)
 						n++
+						if f == "svg" {
+							svgs[p.Name] = b
+						}
+					}
+				}
+				// The report shows the redrawn plots too.
+				if page, err := os.ReadFile(filepath.Join(dirs[i], "report.html")); err == nil && len(svgs) > 0 {
+					page, k := experiments.ReplaceReportSVGs(page, svgs)
+					if k > 0 {
+						path := filepath.Join(r.out, "report.html")
+						if err := os.WriteFile(path, page, 0o644); err != nil {
+							return err
+						}
+						fmt.Fprintf(w, "%s (%d plots)\n", path, k)
 					}
 				}
 			}

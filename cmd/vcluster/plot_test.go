@@ -64,6 +64,8 @@ func TestPlotCommand(t *testing.T) {
 		}
 	}
 	os.WriteFile(csvPath, []byte(strings.Join(kept, "")), 0o644)
+	page := "<html><body><figure id=\"plot-over_time\">\n<svg>old</svg>\n<figcaption>x</figcaption></figure></body></html>"
+	os.WriteFile(filepath.Join(run, "report.html"), []byte(page), 0o644)
 	if code, _, errOut := runCLI(t, "plot", run); code != 0 {
 		t.Fatalf("plot of the edited run exited %d: %s", code, errOut)
 	}
@@ -75,6 +77,9 @@ func TestPlotCommand(t *testing.T) {
 	}
 	if bytes.Equal(wantPNG, want) {
 		t.Error("dropping a series did not change the picture")
+	}
+	if h := mustRead(t, filepath.Join(run, "report.html")); bytes.Contains(h, []byte("<svg>old</svg>")) || !bytes.Contains(h, wantSVG[bytes.Index(wantSVG, []byte("<svg")):len(wantSVG)-1]) {
+		t.Errorf("report.html does not show the redrawn plot:\n%.300s", h)
 	}
 
 	// Broken input: exit 2, the file and line named, nothing written.
