@@ -31,7 +31,12 @@ cluster settings (shown by list), then --config and --set as usual;
 experiment parameters are --set exp.<key>=value or an exp: section in the
 --config file (--set wins). --quick and --full pick the size. Every run
 writes manifest.json, config.yaml, results.csv, results.json, report.md,
-report.html (plots embedded) and the plots as PNG and SVG. The exit status
+report.html (sortable tables, plots as inline SVG), the plots as PNG and
+SVG, and their data: <plot>.csv and plots.json ('vcluster plot DIR'
+redraws the plots from them). 'all' ends with a summary table (each
+experiment's checks, wall time, events, status) and writes index.html and
+index.md into --out, linking every report, with every check in one table.
+The exit status
 is 0 when the run completed, whatever the check says: a shape that differs
 from the published one is a finding. It is 1 when a row failed (an error,
 a stalled job, a QP error, a wrong byte; the report is still written and
