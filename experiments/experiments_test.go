@@ -3,7 +3,6 @@ package experiments
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,69 +86,91 @@ func TestQuickRunsPass(t *testing.T) {
 					}
 				}
 			}
-			checkHTML(t, filepath.Join(dir, "report.html"), len(r.Plots), len(r.Checks))
+			checkHTML(t, filepath.Join(dir, "report.html"), r)
 		})
 	}
 }
 
-// checkHTML lints the report (LintReportHTML: well-formed XHTML, images
-// only as embedded PNGs, nothing external) and checks it shows every plot
-// and a check table with a row per check.
-func checkHTML(t *testing.T, path string, plots, checks int) {
+// checkHTML lints the report (LintReportHTML: well-formed XHTML, plots as
+// inline SVG, nothing external) and checks it shows every plot, the
+// results table with a row per result and the check table with a row per
+// check.
+func checkHTML(t *testing.T, path string, r *Results) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgs, rows, problems := LintReportHTML(b)
-	for _, p := range problems {
+	l := LintReportHTML(b)
+	for _, p := range l.Problems {
 		t.Errorf("report.html: %s", p)
 	}
-	if imgs != plots {
-		t.Errorf("report.html has %d images, want %d", imgs, plots)
+	if l.SVGs != len(r.Plots) {
+		t.Errorf("report.html has %d inline SVGs, want %d plots", l.SVGs, len(r.Plots))
 	}
-	if rows != checks+1 {
-		t.Errorf("report.html check table has %d rows, want a header and %d checks", rows, checks)
+	if l.Tables["checks"] != len(r.Checks)+1 {
+		t.Errorf("report.html check table has %d rows, want a header and %d checks", l.Tables["checks"], len(r.Checks))
+	}
+	if l.Tables["results"] != len(r.Rows)+1 {
+		t.Errorf("report.html results table has %d rows, want a header and %d results", l.Tables["results"], len(r.Rows))
 	}
 }
 
 // The HTML lint catches what it is there to catch (so that a report that
 // broke its promises would fail TestQuickRunsPass).
 func TestLintReportHTML(t *testing.T) {
-	var png bytes.Buffer
-	// A real PNG from the plot renderer.
-	p, _, err := RenderPlot(Plot{Name: "x", Series: []Series{{Name: "s", X: []float64{0, 1}, Y: []float64{1, 2}}}})
+	_, svg, err := RenderPlot(Plot{Name: "x", Series: []Series{{Name: "s", X: []float64{0, 1}, Y: []float64{1, 2}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	png.Write(p)
-	img := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png.Bytes())
+	fig := string(inlineSVG(svg))
 	doc := func(body string) []byte {
 		return []byte(`<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE html>
 <html xmlns="http://www.w3.org/1999/xhtml"><head><meta charset="utf-8"/><title>t</title><style>td{border:1px solid}</style></head><body>` + body + `</body></html>`)
 	}
-	good := doc(`<p>a &amp; b &mdash; c</p><img alt="x" src="` + img + `"/><table><tr><th>h</th></tr><tr><td>1</td></tr></table>`)
-	if imgs, rows, problems := LintReportHTML(good); len(problems) > 0 || imgs != 1 || rows != 2 {
-		t.Fatalf("good report: %d images, %d rows, problems %v", imgs, rows, problems)
+	table := `<table id="checks"><thead><tr><th>h</th><th>i</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr></tbody></table>`
+	good := doc(`<p>a &amp; b &mdash; c</p><figure>` + fig + `</figure>` + table + `<pre>x</pre><script>//<![CDATA[
+var a = 1 < 2;
+//]]></script>`)
+	if l := LintReportHTML(good); len(l.Problems) > 0 || l.SVGs != 1 || l.Tables["checks"] != 2 || len(l.Tables) != 1 {
+		t.Fatalf("good report: %+v", l)
 	}
 	for name, b := range map[string][]byte{
-		"not well-formed": doc(`<p>unclosed`),
-		"html root":       []byte(`<div>x</div>`),
-		"external image":  doc(`<img alt="x" src="https://example.com/a.png"/>`),
-		"relative image":  doc(`<img alt="x" src="busbw_vs_loss.png"/>`),
-		"not a PNG":       doc(`<img alt="x" src="data:image/png;base64,aGVsbG8="/>`),
-		"script":          doc(`<script>alert(1)</script>`),
-		"stylesheet link": doc(`<link rel="stylesheet" href="s.css"/>`),
-		"anchor":          doc(`<a href="https://example.com">x</a>`),
-		"event handler":   doc(`<p onclick="x()">x</p>`),
-		"css url":         doc(`<p style="background:url(x.png)">x</p>`),
-		"import in style": []byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><style>@import "x.css";</style></head></html>`),
-		"iframe":          doc(`<iframe></iframe>`),
-		"object":          doc(`<object data="x.svg"></object>`),
+		"not well-formed":   doc(`<p>unclosed`),
+		"html root":         []byte(`<div>x</div>`),
+		"image":             doc(`<img alt="x" src="data:image/png;base64,aGVsbG8="/>`),
+		"svg namespace":     doc(`<svg width="1"></svg>`),
+		"svg image":         doc(`<svg xmlns="http://www.w3.org/2000/svg"><image href="x.png"/></svg>`),
+		"external script":   doc(`<script src="x.js"></script>`),
+		"loading script":    doc(`<script>fetch("/x")</script>`),
+		"stylesheet link":   doc(`<link rel="stylesheet" href="s.css"/>`),
+		"anchor":            doc(`<a href="https://example.com">x</a>`),
+		"relative anchor":   doc(`<a href="x/report.html">x</a>`),
+		"event handler":     doc(`<p onclick="x()">x</p>`),
+		"css url":           doc(`<p style="background:url(x.png)">x</p>`),
+		"import in style":   []byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><style>@import "x.css";</style></head></html>`),
+		"iframe":            doc(`<iframe></iframe>`),
+		"object":            doc(`<object data="x.svg"></object>`),
+		"fence in pre":      doc("<pre>```\nx\n```</pre>"),
+		"fence in text":     doc("<p>see ```go</p>"),
+		"no header row":     doc(`<table><tr><td>1</td></tr></table>`),
+		"short row":         doc(`<table><tr><th>a</th><th>b</th></tr><tr><td>1</td></tr></table>`),
+		"th below header":   doc(`<table><tr><th>a</th></tr><tr><th>1</th></tr></table>`),
+		"empty table":       doc(`<table></table>`),
+		"two tables, an id": doc(table + table),
 	} {
-		if _, _, problems := LintReportHTML(b); len(problems) == 0 {
+		if l := LintReportHTML(b); len(l.Problems) == 0 {
 			t.Errorf("%s: no problem found", name)
+		}
+	}
+	// The index may link to files below it, nowhere else.
+	if l := LintIndexHTML(doc(`<a href="x/report.html">x</a>`)); len(l.Problems) > 0 || len(l.Links) != 1 || l.Links[0] != "x/report.html" {
+		t.Errorf("index link: %+v", l)
+	}
+	for _, href := range []string{"../x/report.html", "/etc/passwd", "https://example.com/", "javascript:x()", "a//b", ""} {
+		if l := LintIndexHTML(doc(`<a href="` + href + `">x</a>`)); len(l.Problems) == 0 {
+			t.Errorf("index link %q: no problem found", href)
 		}
 	}
 }

@@ -31,7 +31,12 @@ cluster settings (shown by list), then --config and --set as usual;
 experiment parameters are --set exp.<key>=value or an exp: section in the
 --config file (--set wins). --quick and --full pick the size. Every run
 writes manifest.json, config.yaml, results.csv, results.json, report.md,
-report.html (plots embedded) and the plots as PNG and SVG. The exit status
+report.html (sortable tables, plots as inline SVG), the plots as PNG and
+SVG, and their data: <plot>.csv and plots.json ('vcluster plot DIR'
+redraws the plots from them). 'all' ends with a summary table (each
+experiment's checks, wall time, events, status) and writes index.html and
+index.md into --out, linking every report, with every check in one table.
+The exit status
 is 0 when the run completed, whatever the check says: a shape that differs
 from the published one is a finding. It is 1 when a row failed (an error,
 a stalled job, a QP error, a wrong byte; the report is still written and
@@ -139,11 +144,18 @@ windows.`,
 			}
 			defer stop()
 			var differs, failed []string
+			var ran []*job
 			for _, j := range jobs {
 				err := j.runWith(cmd, obs)
 				var ee *exitError
 				switch {
 				case errors.As(err, &ee) && ee.code == exitInterrupted:
+					if args[0] == "all" {
+						// What ran, and the one interrupted, go into the index.
+						if ierr := writeAllIndex(cmd, append(ran, j)); ierr != nil {
+							fmt.Fprintf(cmd.ErrOrStderr(), "vcluster: %v\n", ierr)
+						}
+					}
 					return err // no further experiments
 				case err != nil && len(jobs) == 1:
 					return err
@@ -151,12 +163,19 @@ windows.`,
 					// The others still run; the exit status says one failed.
 					fmt.Fprintf(cmd.ErrOrStderr(), "vcluster: %s: %v\n", j.e.Name(), err)
 					failed = append(failed, j.e.Name())
+					ran = append(ran, j)
 					continue
 				}
+				ran = append(ran, j)
 				fmt.Fprintln(w)
 				b, _ := readManifestPassed(j.cfg.Output.Dir)
 				if !b {
 					differs = append(differs, j.e.Name())
+				}
+			}
+			if args[0] == "all" {
+				if err := writeAllIndex(cmd, ran); err != nil {
+					return err
 				}
 			}
 			if len(differs) > 0 {
@@ -207,6 +226,38 @@ func outDir(out, cfgDir, name string, many bool) string {
 		return filepath.Join(out, name)
 	}
 	return out
+}
+
+// writeAllIndex prints the summary table of an `experiment all` run (one
+// line per experiment that ran, from its manifest and results.json) and
+// writes index.html and index.md into the directory that holds the
+// experiments' directories.
+func writeAllIndex(cmd *cobra.Command, jobs []*job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	dir := filepath.Dir(jobs[0].cfg.Output.Dir)
+	var es []experiments.IndexEntry
+	for _, j := range jobs {
+		sub, err := filepath.Rel(dir, j.cfg.Output.Dir)
+		if err != nil || strings.HasPrefix(sub, "..") {
+			sub = j.cfg.Output.Dir // not below the first one's parent: named as is
+		}
+		e, err := experiments.ReadIndexEntry(dir, filepath.ToSlash(sub))
+		if err != nil {
+			// A run that left no manifest still gets its line.
+			e = experiments.IndexEntry{Dir: sub, Manifest: experiments.Manifest{Experiment: j.e.Name(), TargetRows: j.e.TargetRows(), Status: "failed: no manifest (" + err.Error() + ")"}}
+		}
+		es = append(es, e)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "summary:\n%s", experiments.SummaryTable(es))
+	files, err := experiments.WriteIndex(dir, es)
+	if err != nil {
+		return fmt.Errorf("write the index: %w", err)
+	}
+	fmt.Fprintf(w, "index: %s\n", filepath.Join(dir, files[0]))
+	return nil
 }
 
 func readManifestPassed(dir string) (bool, error) {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +36,7 @@ func TestRunWritesReport(t *testing.T) {
 		}
 	}
 	files := []string{"manifest.json", "config.yaml", "results.csv", "results.json", "report.md", "report.html",
-		"busbw_vs_loss.png", "busbw_vs_loss.svg", "pings.csv", "counters.csv", "topology.dot"}
+		"busbw_vs_loss.png", "busbw_vs_loss.svg", "busbw_vs_loss.csv", "plots.json", "pings.csv", "counters.csv", "topology.dot"}
 	for _, f := range files {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
@@ -105,11 +107,19 @@ func TestRunWritesReport(t *testing.T) {
 			t.Errorf("report.md check table lacks %s %q", c.Target, c.Claim)
 		}
 	}
-	// report.html: self-contained, one embedded plot, the same checks.
+	// report.html: self-contained, one inline SVG plot, the same results
+	// and checks as tables.
 	h, _ := os.ReadFile(filepath.Join(dir, "report.html"))
-	imgs, trs, problems := experiments.LintReportHTML(h)
-	if len(problems) > 0 || imgs != 1 || trs != len(res.Checks)+1 {
-		t.Errorf("report.html: %d images, %d rows for %d checks, problems %v", imgs, trs, len(res.Checks), problems)
+	l := experiments.LintReportHTML(h)
+	if len(l.Problems) > 0 || l.SVGs != 1 || l.Tables["checks"] != len(res.Checks)+1 || l.Tables["results"] != 9+1 {
+		t.Errorf("report.html: %d SVGs, tables %v for %d checks, problems %v", l.SVGs, l.Tables, len(res.Checks), l.Problems)
+	}
+	// The plot's data reads back as the plot the report drew.
+	plots, err := experiments.ReadPlots(dir)
+	if err != nil || len(plots) != 1 || plots[0].Name != "busbw_vs_loss" || len(plots[0].Series) != 3 {
+		t.Errorf("ReadPlots = %d plots, %v", len(plots), err)
+	} else if png, err := experiments.RenderPlotAs(plots[0], "png"); err != nil || !bytes.Equal(png, mustRead(t, filepath.Join(dir, "busbw_vs_loss.png"))) {
+		t.Errorf("busbw_vs_loss.png redrawn from its CSV differs from the run's (%v)", err)
 	}
 	// The plots are images.
 	pf, _ := os.Open(filepath.Join(dir, "busbw_vs_loss.png"))
@@ -132,6 +142,15 @@ func TestRunWritesReport(t *testing.T) {
 	if code, _, errOut := runCLI(t, "run", "--out", filepath.Join(t.TempDir(), "x"), "--set", "exp.nope=1"); code != 2 || !strings.Contains(errOut, "exp.nope") {
 		t.Errorf("exp.nope: exit %d, %s", code, errOut)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestExperimentCommand(t *testing.T) {
@@ -168,9 +187,73 @@ func TestExperimentCommand(t *testing.T) {
 	} else if strings.Contains(out, "shape differs") {
 		t.Errorf("every manifest passed, but the output says otherwise:\n%s", out)
 	}
+	checkAllIndex(t, dir, out)
 	for _, args := range [][]string{{"experiment"}, {"experiment", "nosuch"}, {"experiment", "list", "--quick", "--full"}} {
 		if code, _, _ := runCLI(t, args...); code != 2 {
 			t.Errorf("%v exited %d, want 2", args, code)
 		}
+	}
+}
+
+// checkAllIndex checks what `experiment all` wrote besides the
+// experiments: the summary table on stdout (a line per experiment with
+// its own manifest's events and wall time, and the totals) and
+// index.html/index.md (every experiment linked, every check in one
+// table, self-contained apart from the links).
+func checkAllIndex(t *testing.T, dir, out string) {
+	t.Helper()
+	_, summary, ok := strings.Cut(out, "summary:\n")
+	if !ok {
+		t.Fatalf("no summary table in the output:\n%s", out)
+	}
+	var total uint64
+	checks := 0
+	for _, n := range experiments.Names() {
+		e, err := experiments.ReadIndexEntry(dir, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += e.Manifest.Events
+		checks += len(e.Checks)
+		p, d := e.Verdicts()
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^%s +%s +%d pass, %d differ +[0-9.]+ s +%d +%s$`,
+			regexp.QuoteMeta(n), regexp.QuoteMeta(strings.Join(e.Manifest.TargetRows, ",")), p, d, e.Manifest.Events, regexp.QuoteMeta(e.State())))
+		if !re.MatchString(summary) || e.Manifest.Events == 0 {
+			t.Errorf("summary has no line %s (its manifest's checks, events and status):\n%s", re, summary)
+		}
+	}
+	if !strings.Contains(summary, fmt.Sprintf("total (%d)", len(experiments.Names()))) || !strings.Contains(summary, " "+strconv.FormatUint(total, 10)+" ") {
+		t.Errorf("summary lacks the total of %d events:\n%s", total, summary)
+	}
+	h := mustRead(t, filepath.Join(dir, "index.html"))
+	l := experiments.LintIndexHTML(h)
+	for _, p := range l.Problems {
+		t.Errorf("index.html: %s", p)
+	}
+	if l.Tables["experiments"] != len(experiments.Names())+1 || l.Tables["checks"] != checks+1 {
+		t.Errorf("index.html tables %v, want %d experiments and %d checks (and headers)", l.Tables, len(experiments.Names()), checks)
+	}
+	if len(l.Links) != len(experiments.Names()) {
+		t.Errorf("index.html links %v, want one per experiment", l.Links)
+	}
+	for _, href := range l.Links {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(href))); err != nil || !strings.HasSuffix(href, "/report.html") {
+			t.Errorf("index.html links %s: %v", href, err)
+		}
+	}
+	if md := mustRead(t, filepath.Join(dir, "index.md")); !bytes.Contains(md, []byte("](allreduce-loss/report.md)")) {
+		t.Errorf("index.md does not link allreduce-loss's report:\n%s", md)
+	}
+	// Events are each experiment's own: the last one run alone counts
+	// the same (same config and seed), not the sum of those before it.
+	last := experiments.Names()[len(experiments.Names())-1]
+	alone := filepath.Join(t.TempDir(), last)
+	if code, _, errOut := runCLI(t, "experiment", last, "--quick", "--out", alone); code != 0 {
+		t.Fatalf("%s alone exited %d: %s", last, code, errOut)
+	}
+	a, _ := experiments.ReadIndexEntry(filepath.Dir(alone), last)
+	b, _ := experiments.ReadIndexEntry(dir, last)
+	if a.Manifest.Events == 0 || a.Manifest.Events != b.Manifest.Events {
+		t.Errorf("%s: %d events alone, %d within experiment all", last, a.Manifest.Events, b.Manifest.Events)
 	}
 }
