@@ -290,7 +290,7 @@ func (o *observer) status() progressStatus {
 		o.rateWall, o.rateEvents, o.rateSet = now, ev, true
 	}
 	s := progressStatus{exp: o.exp, i: o.i, n: o.n, label: o.label, clusters: o.phaseClusters, share: o.pointShare(), virtual: time.Duration(o.virtual),
-		events: ev, rate: o.rate, elapsed: time.Duration(now - o.expStart), eta: -1, interrupted: sim.Interrupted()}
+		events: ev - o.phaseEvents, rate: o.rate, elapsed: time.Duration(now - o.expStart), eta: -1, interrupted: sim.Interrupted()}
 	// ETA from the points done so far: their mean wall time times the
 	// points left, the current one included.
 	if o.i > 0 && o.n > o.i {
@@ -565,8 +565,8 @@ type progressStatus struct {
 	clusters int           // clusters watched in the phase
 	share    float64       // estimated share of the current point done, [0, 1)
 	virtual  time.Duration // virtual time of the cluster being simulated
-	events   uint64
-	rate     float64 // events per wall second
+	events   uint64        // executed in this phase (since Begin)
+	rate     float64       // events per wall second
 	elapsed  time.Duration
 	eta      time.Duration // < 0: unknown
 	// interrupted: a signal stopped the run (sim.Interrupt), so the phase

@@ -362,3 +362,33 @@ func TestObserverCountersCSV(t *testing.T) {
 	}
 	t.Logf("blocks: %d rows each; lossy point: sent %d, lost %d, in flight %d+%d", blocks[0].rows, want[1].Sent, want[1].Lost, want[1].OnLinks, want[1].InQueues)
 }
+
+// endUI keeps the status of every phase's end.
+type endUI struct {
+	noProgress
+	ends []progressStatus
+}
+
+func (e *endUI) end(s progressStatus) { e.ends = append(e.ends, s) }
+
+// Each phase (an experiment of `experiment all`) shows its own events, not
+// the run's running total.
+func TestObserverEventsPerPhase(t *testing.T) {
+	ui := &endUI{}
+	o := newObserverClock(ui, nil, &stepWall{})
+	var want []uint64
+	for _, n := range []int{3000, 5000} {
+		o.Begin("exp")
+		c := smallCluster(t)
+		o.Watch(c)
+		runEvents(c, n)
+		want = append(want, c.Executed())
+		o.End()
+	}
+	if len(ui.ends) != 2 || ui.ends[0].events != want[0] || ui.ends[1].events != want[1] {
+		t.Fatalf("phase ends %+v, want events %v", ui.ends, want)
+	}
+	if got := o.totalEvents(); got != want[0]+want[1] {
+		t.Errorf("run total %d, want %d (metrics count every phase)", got, want[0]+want[1])
+	}
+}
