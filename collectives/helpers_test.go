@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/internal/clustertest"
 )
 
 // newCluster builds cluster C (4 planes × 100G) with hosts hosts over the
@@ -16,16 +16,7 @@ func newCluster(t testing.TB, transport string, hosts int, sets ...string) *clus
 	if transport == "roce" {
 		base = append(base, "fabric.forwarding=ecmp")
 	}
-	cfg, err := config.Load("", append(base, sets...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return clustertest.New(t, append(base, sets...)...)
 }
 
 func itoa(i int) string {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/internal/clustertest"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -39,16 +39,7 @@ func smallCluster(t *testing.T) *cluster.Cluster {
 // the test ends.
 func testCluster(t *testing.T, sets ...string) *cluster.Cluster {
 	t.Helper()
-	cfg, err := config.Load("", sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return clustertest.New(t, sets...)
 }
 
 // runEvents runs n events on c, 1 µs of virtual time apart.

@@ -14,26 +14,27 @@ const module = "github.com/vcluster/vcluster"
 // packages of strictly lower rank. Packages not listed fail the test, so a
 // new package must be placed here (and in docs/architecture.md).
 var rank = map[string]int{
-	"sim":               10,
-	"fabric/pcap":       10,
-	"fabric":            20,
-	"verbs":             30,
-	"mrc":               40,
-	"roce":              40,
-	"endpoint":          50,
-	"config":            55,
-	"cluster":           60,
-	"collectives":       70,
-	"faults":            80,
-	"compose":           90,
-	"experiments":       100,
-	"wallclock":         105, // the only wall-clock reader: never below experiments
-	"internal/hugeheap": 108, // process memory advice, for the CLI's benches
-	"internal/memprobe": 109, // machine memory probe (reads no clock), for the CLI
-	"cmd/vcluster":      110,
-	"internal/tshark":   200, // test helper
-	"internal/layers":   200,
-	"tools/wireshark":   200, // the MRC dissector's tests
+	"sim":                  10,
+	"fabric/pcap":          10,
+	"fabric":               20,
+	"verbs":                30,
+	"mrc":                  40,
+	"roce":                 40,
+	"endpoint":             50,
+	"config":               55,
+	"cluster":              60,
+	"collectives":          70,
+	"faults":               80,
+	"compose":              90,
+	"experiments":          100,
+	"wallclock":            105, // the only wall-clock reader: never below experiments
+	"internal/hugeheap":    108, // process memory advice, for the CLI's benches
+	"internal/memprobe":    109, // machine memory probe (reads no clock), for the CLI
+	"cmd/vcluster":         110,
+	"internal/tshark":      200, // test helper
+	"internal/layers":      200,
+	"internal/clustertest": 200, // test helper
+	"tools/wireshark":      200, // the MRC dissector's tests
 }
 
 // wallOK lists who may import wallclock (it sits high so that nothing

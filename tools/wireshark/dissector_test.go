@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/fabric/pcap"
+	"github.com/vcluster/vcluster/internal/clustertest"
 	"github.com/vcluster/vcluster/internal/tshark"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/sim"
@@ -446,16 +446,7 @@ func newWriter(t *testing.T, file string, link, snap uint32) (*pcap.Writer, func
 
 func newCluster(t *testing.T, sets ...string) *cluster.Cluster {
 	t.Helper()
-	cfg, err := config.Load("", append([]string{"fabric.preset=C", "fabric.hosts=16"}, sets...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return clustertest.New(t, append([]string{"fabric.preset=C", "fabric.hosts=16"}, sets...)...)
 }
 
 // frameWriter starts a capture of hand-built frames: the host-0 NIC of an
