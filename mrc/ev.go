@@ -39,8 +39,8 @@ type EVInfo struct {
 // always set (the UDP source port EV & 0xffff is then in 0xC000..0xFFFF,
 // never 0), 16..31 flow label.
 const (
-	// MaxPathChoices is the number of path choices an EV can name: a
-	// Config.PathsPerPlane above it is served by the first MaxPathChoices.
+	// MaxPathChoices is the number of path choices an EV can name: Config.Validate
+	// refuses a PathsPerPlane above it.
 	MaxPathChoices = 1 << 10
 	evPortBase     = 0xc000
 	evChoiceMask   = (MaxPathChoices - 1) << 4

@@ -41,9 +41,14 @@ func TestEVSourcePort(t *testing.T) {
 	if sp := endpoint.EV(0).SrcPort(); sp != 0xc000 {
 		t.Fatalf("EV 0 leaves with source port %#x, want 0xC000", sp)
 	}
-	// MRC's pools: random EVs (ECMP), one EV per path (uSID), and more
-	// paths than the choice bits name.
-	for _, paths := range []int{0, 4, 484, 1024, 4096} {
+	// MRC's pools: random EVs (ECMP), one EV per path (uSID) up to as
+	// many paths as the choice bits name; more are refused.
+	over := mrc.DefaultConfig()
+	over.PathsPerPlane = mrc.MaxPathChoices + 1
+	if err := over.Validate(); err == nil {
+		t.Fatalf("PathsPerPlane %d accepted: the EV's choice bits name only %d paths", over.PathsPerPlane, mrc.MaxPathChoices)
+	}
+	for _, paths := range []int{0, 4, 484, mrc.MaxPathChoices} {
 		cfg := mrc.DefaultConfig()
 		cfg.PathsPerPlane = paths
 		cfg.EVsPerQP = 256
