@@ -106,6 +106,8 @@ const (
 
 // Config is one vcluster run.
 type Config struct {
+	// Seed seeds every random stream of the run (loss, ECN marking, EVs,
+	// workloads): the same config and seed give byte-identical outputs.
 	Seed      uint64          `mapstructure:"seed" yaml:"seed" json:"seed"`
 	Fabric    FabricConfig    `mapstructure:"fabric" yaml:"fabric" json:"fabric"`
 	Host      HostConfig      `mapstructure:"host" yaml:"host" json:"host"`
@@ -167,10 +169,16 @@ type QueueConfig struct {
 // ECNConfig is RED-style ECN marking on queue depth: no marking below
 // KminBytes, probability rising linearly to Pmax at KmaxBytes, always above.
 type ECNConfig struct {
-	Enabled   bool    `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
-	KminBytes int     `mapstructure:"kminBytes" yaml:"kminBytes" json:"kminBytes"`
-	KmaxBytes int     `mapstructure:"kmaxBytes" yaml:"kmaxBytes" json:"kmaxBytes"`
-	Pmax      float64 `mapstructure:"pmax" yaml:"pmax" json:"pmax"`
+	// Enabled turns marking on at fabric-facing ports (and host-facing
+	// ones with LastHop); NIC ports never mark.
+	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
+	// KminBytes is the class queue depth, at enqueue, below which nothing
+	// is marked.
+	KminBytes int `mapstructure:"kminBytes" yaml:"kminBytes" json:"kminBytes"`
+	// KmaxBytes is the depth above which every packet is marked.
+	KmaxBytes int `mapstructure:"kmaxBytes" yaml:"kmaxBytes" json:"kmaxBytes"`
+	// Pmax is the marking probability at KmaxBytes.
+	Pmax float64 `mapstructure:"pmax" yaml:"pmax" json:"pmax"`
 	// LastHop enables marking on ports facing hosts too.
 	LastHop bool `mapstructure:"lastHop" yaml:"lastHop" json:"lastHop"`
 }
@@ -178,17 +186,25 @@ type ECNConfig struct {
 // TrimConfig is packet trimming: a packet that does not fit the buffer is
 // cut to SizeBytes and forwarded instead of dropped.
 type TrimConfig struct {
-	Enabled   bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
-	SizeBytes int  `mapstructure:"sizeBytes" yaml:"sizeBytes" json:"sizeBytes"`
+	// Enabled turns trimming on at fabric- and host-facing ports (NIC
+	// ports never trim).
+	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
+	// SizeBytes is what a trimmed packet keeps (its headers): PROTOCOLS.md's
+	// TRIM_SIZE, 128 B by default.
+	SizeBytes int `mapstructure:"sizeBytes" yaml:"sizeBytes" json:"sizeBytes"`
 }
 
 // PFCConfig is 802.1Qbb priority flow control.
 type PFCConfig struct {
+	// Enabled turns PFC on at every port for Priorities.
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
 	// Priorities are the lossless priorities, each 0..7, no duplicates.
 	Priorities []int `mapstructure:"priorities" yaml:"priorities" json:"priorities"`
-	XoffBytes  int   `mapstructure:"xoffBytes" yaml:"xoffBytes" json:"xoffBytes"`
-	XonBytes   int   `mapstructure:"xonBytes" yaml:"xonBytes" json:"xonBytes"`
+	// XoffBytes is the bytes of a lossless class held for one ingress port
+	// at which that port's upstream is paused (a PAUSE frame for the class).
+	XoffBytes int `mapstructure:"xoffBytes" yaml:"xoffBytes" json:"xoffBytes"`
+	// XonBytes is the level at or below which it is resumed.
+	XonBytes int `mapstructure:"xonBytes" yaml:"xonBytes" json:"xonBytes"`
 	// HeadroomBytes is reserved above Xoff; 0 means 3 × rate × delay
 	// (see PFCConfig.Headroom).
 	HeadroomBytes int               `mapstructure:"headroomBytes" yaml:"headroomBytes" json:"headroomBytes"`
@@ -197,6 +213,7 @@ type PFCConfig struct {
 
 // PFCWatchdogConfig is the PFC storm watchdog.
 type PFCWatchdogConfig struct {
+	// Enabled turns the storm watchdog on (it acts only where PFC is on).
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
 	// Detection is how long a queue may stay paused before the watchdog fires.
 	Detection string `mapstructure:"detection" yaml:"detection" json:"detection"`
