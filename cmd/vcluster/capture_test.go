@@ -137,3 +137,11 @@ func TestCaptureUnknownPortRefused(t *testing.T) {
 		}
 	}
 }
+
+// ping's --payload is a size like every other: 1K sends 1024 data bytes.
+func TestPingPayloadUnits(t *testing.T) {
+	code, out, stderr := runCLI(t, "ping", "--to", "1", "--count", "1", "--payload", "1K")
+	if code != 0 || !strings.Contains(out, "1032 bytes from") {
+		t.Fatalf("exit %d:\n%s%s", code, out, stderr)
+	}
+}

@@ -121,6 +121,7 @@ func TestFlagRanges(t *testing.T) {
 		{[]string{"drill", "--parallel", "5000"}, "--parallel", "[0, 1024]"},
 		{[]string{"ping", "--count", "0"}, "--count", "[1, 1000000]"},
 		{[]string{"ping", "--payload", "-1"}, "--payload", "[0, 65535]"},
+		{[]string{"ping", "--payload", "64K"}, "--payload", "[0, 65535]"},
 		{[]string{"ping", "--interval", "0"}, "--interval", "(0s, 1h]"},
 		{[]string{"ping", "--plane", "-1"}, "--plane", "[0, 1024]"},
 		{[]string{"ping", "--from", "-1"}, "--from", "[0, "},

@@ -15,7 +15,8 @@ import (
 func init() { extraCommands = append(extraCommands, newPingCmd) }
 
 func newPingCmd() *cobra.Command {
-	var from, to, plane, count, payload int
+	var from, to, plane, count int
+	var payloadB uint64
 	var interval time.Duration
 	var pcapFile string
 	cmd := &cobra.Command{
@@ -32,7 +33,7 @@ func newPingCmd() *cobra.Command {
 	f.IntVar(&to, "to", -1, "destination host (default: the last host)")
 	f.IntVar(&plane, "plane", 0, "plane whose address to ping")
 	f.IntVar(&count, "count", 3, "echo requests to send")
-	f.IntVar(&payload, "payload", 56, "ICMPv6 data bytes")
+	bytesVar(f, &payloadB, "payload", 56, 0, 65535, "ICMPv6 data bytes (a size: 56, 1K, …; at most fabric.mtu − 48)")
 	f.DurationVar(&interval, "interval", time.Millisecond, "virtual time between requests")
 	f.StringVar(&pcapFile, "pcap", "", "capture the source NIC's port in that plane to `file`")
 	parallel := addParallelFlag(cmd)
@@ -40,9 +41,9 @@ func newPingCmd() *cobra.Command {
 	limit(f, "to", intIn(-1, maxFlagHosts, "-1: the last host"))
 	limit(f, "plane", intIn(0, 1024, "a plane of the cluster"))
 	limit(f, "count", intIn(1, 1_000_000, ""))
-	limit(f, "payload", intIn(0, 65535, "at most fabric.mtu − 48 bytes"))
 	limit(f, "interval", durationIn(0, maxFlagTime, true))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		payload := int(payloadB)
 		cfg, err := load()
 		if err != nil {
 			return err
