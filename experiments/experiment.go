@@ -72,6 +72,10 @@ type Env struct {
 	// results are the same for every N. Only experiments whose
 	// SerialReason is empty take N ≥ 1 (Execute refuses the others).
 	Parallel int
+	// Beside names the files the command writes into the run directory
+	// beside the experiment's own (counters.csv, a capture), for the
+	// report's list of files.
+	Beside []string
 }
 
 // NewCluster builds the cluster for one point of a run: classic, or

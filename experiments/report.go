@@ -151,6 +151,9 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 	for _, f := range r.Files {
 		fmt.Fprintf(&md, ", %s", f.Name)
 	}
+	for _, f := range env.Beside {
+		fmt.Fprintf(&md, ", %s", f)
+	}
 	md.WriteString(".\n")
 	if err := put("report.md", md.Bytes()); err != nil {
 		return nil, err

@@ -234,6 +234,7 @@ func reportHTML(e Experiment, env *Env, r *Results, head string, svgs map[string
 	for _, f := range r.Files {
 		files = append(files, f.Name)
 	}
+	files = append(files, env.Beside...)
 	h.WriteString("<p class=\"meta\">Files:")
 	for i, f := range files {
 		sep := ","

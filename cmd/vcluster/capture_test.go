@@ -70,6 +70,13 @@ func TestCaptureEveryCommand(t *testing.T) {
 			if dirs[pcap.DirInbound] == 0 || dirs[pcap.DirOutbound] == 0 {
 				t.Errorf("directions %v: want both", dirs)
 			}
+			if tc.name == "experiment" {
+				// The report lists what the command wrote beside it.
+				md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+				if err != nil || !strings.Contains(string(md), "config.yaml, counters.csv, capture.pcapng.") {
+					t.Errorf("report.md's Files line does not list the counters and the capture (%v)", err)
+				}
+			}
 			if !strings.Contains(stderr, "capture (pcapng, snaplen 256 B)") {
 				t.Errorf("no capture summary on stderr:\n%s", stderr)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/experiments"
 )
@@ -236,6 +237,17 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) (err error) {
 // env is the experiment environment of j (obs may be nil: nothing runs).
 func (j *job) env(obs *observer) *experiments.Env {
 	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Parallel: j.parallel}
+	env.Beside = []string{resolvedConfigFile, countersFile}
+	if j.preflight {
+		env.Beside = append(env.Beside, "pings.csv", "topology.dot")
+	}
+	switch {
+	case len(j.cfg.Output.Pcap) == 0:
+	case j.cfg.Output.PcapFormat == config.PcapFormatClassic:
+		env.Beside = append(env.Beside, "<port>.pcap (one per captured port and point)")
+	default:
+		env.Beside = append(env.Beside, cluster.CaptureFileNG)
+	}
 	if obs != nil {
 		env.Progress, env.Observer = obs.Log(), obs
 	}
