@@ -37,7 +37,7 @@ type Manifest struct {
 	Files         []string          `json:"files,omitempty"`
 	// Parallel is the run's --parallel: 0 the classic single loop, N ≥ 1
 	// a partitioned cluster on N goroutines (the same results for every
-	// N ≥ 1, slightly different from 0's).
+	// N, 0 included).
 	Parallel int           `json:"parallel,omitempty"`
 	Config   config.Config `json:"config"`
 }

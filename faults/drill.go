@@ -43,8 +43,8 @@ type DrillOptions struct {
 	// partitioned cluster (cluster.NewForWorkers) on N goroutines, with
 	// the plan, Clustermapper, the controller and the recorder acting as
 	// global events between windows. The summary and the event log are
-	// the same for every N ≥ 1 (and differ slightly from the classic
-	// loop's: frames arriving together are ordered by link).
+	// the same for every N, the classic loop's (0) included: every loop
+	// orders frames arriving together by link rank.
 	Parallel int
 	// Partitions, with Parallel ≥ 1, is the number of partitions (0:
 	// cluster.NewForWorkers's choice, 4 per worker); results do not

@@ -66,10 +66,10 @@ stderr; --metrics serves the cluster's counters to Prometheus meanwhile.
 
 --parallel N runs the fabric cut into partitions on N goroutines: every
 rank runs on its host's partition, and the table is the same for every
-N ≥ 1 (slightly different from the classic loop's, N = 0, which breaks
-equal-time ties differently). Each iteration and size then starts at the
-synchronisation window boundary after the previous one finished (at most
-one fabric link delay later).
+N ≥ 1. Each iteration and size then starts at the synchronisation window
+boundary after the previous one finished (at most one fabric link delay
+later), so from the second size or iteration on the table differs slightly
+from the classic loop's (N = 0, the default); the first is the same.
 
 Exit status: 0 when every row checked (or checking was off); 1 for wrong
 elements, an error or the deadline; 2 for invalid flags or config; 130

@@ -36,8 +36,9 @@ verification, retransmissions and slowdown against a fault-free run.
 With --parallel N the cluster runs partitioned on N goroutines: the plan,
 Clustermapper, the controller and the recorder act between windows, with
 every partition stopped, at exactly their times. The summary and the
-event log are the same for every N ≥ 1 (the classic loop, 0, orders
-simultaneous frame arrivals differently, so its numbers differ slightly).
+event log are the same for every N, the classic loop (0, the default)
+included: every loop orders simultaneous frame arrivals by link rank and
+runs in the same synchronisation windows.
 
 Exit status: 0 when the job completed with every byte verified and no QP
 in error; 1 when it stalled, a QP errored or a byte was wrong (the last

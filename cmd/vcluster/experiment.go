@@ -52,8 +52,8 @@ otherwise); --metrics :9464 serves Prometheus metrics while it runs.
 --parallel N runs each cluster cut into partitions on N goroutines (every
 experiment can: fault plans, the Clustermapper and queue samplers act
 between windows, as global events): results.csv and events.jsonl are the
-same for every N ≥ 1 and differ slightly from the classic loop's (N = 0, the
-default). With --parallel the progress display and --metrics update between
+same for every N, the classic loop's (N = 0, the default) included. With
+--parallel the progress display and --metrics update between
 windows.`,
 		Example: `  vcluster experiment list
   vcluster experiment allreduce-loss --quick --out out/ar

@@ -17,7 +17,7 @@ import (
 // worker goroutines, whose results are the same for every N.
 func addParallelFlag(cmd *cobra.Command) *int {
 	n := new(int)
-	cmd.Flags().IntVar(n, "parallel", 0, "run the fabric cut into partitions (pods / T0 groups) on N goroutines; results are identical for every N ≥ 1 and differ slightly from the classic single loop's (0)")
+	cmd.Flags().IntVar(n, "parallel", 0, "run the fabric cut into partitions (pods / T0 groups) on N goroutines; results are identical for every N, the classic single loop (0) included (collective: from its second size on, N ≥ 1 starts each size at a window boundary)")
 	limit(cmd.Flags(), "parallel", intIn(0, maxFlagWorkers, "0: the classic single loop"))
 	return n
 }

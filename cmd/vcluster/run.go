@@ -67,8 +67,8 @@ otherwise); --metrics :9464 serves the fabric and transport counters to
 Prometheus.
 
 --parallel N runs the experiment's clusters cut into partitions on N
-goroutines (results.csv is the same for every N ≥ 1 and differs slightly
-from the classic loop's, N = 0). The preflight pings go through the
+goroutines (results.csv is the same for every N, the classic loop's, N = 0,
+included). The preflight pings go through the
 hosts' netstacks, which only the classic loop runs: the preflight keeps
 its own classic cluster.`,
 		Example: `  vcluster run
