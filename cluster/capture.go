@@ -62,6 +62,7 @@ type capturePort struct {
 	w             *pcap.Writer // pcap: its own file
 	path          string       // pcap: that file
 	written, over uint64
+	done          bool // untapped and its file closed: its cluster has ended
 }
 
 // NewCapture returns the capture out describes, writing into dir (which
@@ -107,6 +108,10 @@ func (c *Capture) Attach(cl *Cluster, point string) error {
 	}
 	idx := c.points
 	c.points++
+	// A new cluster means the earlier ones have ended: untap their ports
+	// and close their classic files now, so a run of many points keeps
+	// only one point's files open.
+	c.endPorts()
 	if cl.par != nil && cl.par.workers > 1 {
 		// A classic cluster runs as a one-worker partitioned run: its
 		// ports share one goroutine, so only more workers are refused.
@@ -210,15 +215,8 @@ func (c *Capture) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.endPorts()
 	err := c.err
-	for _, p := range c.ports {
-		p.port.Tap(nil)
-		if p.w != nil {
-			if e := p.w.Close(); err == nil {
-				err = e
-			}
-		}
-	}
 	if c.ng != nil {
 		if e := c.ng.Close(); err == nil {
 			err = e
@@ -228,6 +226,23 @@ func (c *Capture) Close() error {
 		return fmt.Errorf("capture: %w", err)
 	}
 	return nil
+}
+
+// endPorts untaps every attached port and closes its classic file; the
+// first error is kept in c.err.
+func (c *Capture) endPorts() {
+	for _, p := range c.ports {
+		if p.done {
+			continue
+		}
+		p.done = true
+		p.port.Tap(nil)
+		if p.w != nil {
+			if e := p.w.Close(); e != nil && c.err == nil {
+				c.err = e
+			}
+		}
+	}
 }
 
 // Written returns the frames written so far and those not written (past

@@ -351,6 +351,17 @@ func TestCaptureClassicFilesAcrossClusters(t *testing.T) {
 		t.Fatalf("one cluster: %v", err)
 	}
 	run("b")
+	// The second cluster's attach ended the first: its files are closed
+	// (flushed whole) before the capture is, so a run of many points keeps
+	// one point's files open, not all of them.
+	for _, p := range capt.ports {
+		if p.point == 0 && (!p.done || len(readCapture(t, p.path).Records) == 0) {
+			t.Fatalf("%s of point 0 still open (done %v) after point 1 attached", p.path, p.done)
+		}
+		if p.point == 1 && p.done {
+			t.Fatalf("%s of the running point closed", p.path)
+		}
+	}
 	if err := capt.Close(); err != nil {
 		t.Fatal(err)
 	}
