@@ -165,6 +165,9 @@ func fill(seed uint64) func([]byte) {
 	}
 }
 
+// WorkloadPatterns are the drill workloads' patterns (Workload.Pattern).
+var WorkloadPatterns = []string{"p2p", "shift", "alltoall"}
+
 func startJob(c *cluster.Cluster, w Workload, connect func(a, b int) ([]cluster.Pair, error)) (*job, error) {
 	n := len(c.Hosts)
 	var pairs [][2]int

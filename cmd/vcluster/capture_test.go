@@ -152,3 +152,21 @@ func TestPingPayloadUnits(t *testing.T) {
 		t.Fatalf("exit %d:\n%s%s", code, out, stderr)
 	}
 }
+
+// Invalid flags beside a capture are refused before the capture file is
+// created: exit 2, nothing written.
+func TestCaptureNotStartedForBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"collective", "--hosts", "16", "--sizes", "1M", "--parallel", "2"},
+		{"drill", "--scenario", "t1-reboot", "--workload", "foo"},
+	} {
+		dir := filepath.Join(t.TempDir(), "out")
+		code, _, stderr := runCLI(t, append(args, "--set", "output.dir="+dir, "--set", "output.pcap=h0/p0")...)
+		if code != 2 || !strings.Contains(stderr, "--") {
+			t.Errorf("%v: exit %d:\n%s", args, code, stderr)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: %s was created", args, dir)
+		}
+	}
+}

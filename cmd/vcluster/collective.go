@@ -214,6 +214,9 @@ when interrupted (the complete rows are printed first).`,
 		for h := 0; h < ranks; h++ {
 			opt.Hosts = append(opt.Hosts, h)
 		}
+		if err := checkParallelConfig(*parallel, cfg); err != nil {
+			return err
+		}
 		obs, done, err := rf.startObserved(cmd.ErrOrStderr(), cfg)
 		if err != nil {
 			return err

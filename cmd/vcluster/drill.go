@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,6 +91,9 @@ T (powers of 1024).`,
 		}
 		if err := checkParallelConfig(*parallel, cfg); err != nil {
 			return err
+		}
+		if !slices.Contains(faults.WorkloadPatterns, pattern) {
+			return usageError(fmt.Errorf("--workload: unknown pattern %q; must be one of %s", pattern, strings.Join(faults.WorkloadPatterns, ", ")))
 		}
 		var plan *faults.Plan
 		switch {
