@@ -118,7 +118,10 @@ func durationIn(lo, hi time.Duration, loOpen bool) flagCheck {
 	allowed := fmt.Sprintf("a duration in %s%s, %s] (e.g. 300us, 2ms, 1s)", open, fmtDuration(lo), fmtDuration(hi))
 	return flagCheck{allowed, func(s string) error {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil || d < lo || d > hi || loOpen && d == lo {
+		if err != nil {
+			return fmt.Errorf("%s is not a duration (a number with a unit: ns, us, ms, s, m, h); must be %s", s, allowed)
+		}
+		if d < lo || d > hi || loOpen && d == lo {
 			return outOfRange(s, allowed)
 		}
 		return nil
@@ -152,8 +155,11 @@ func sizeIn(lo, hi uint64) flagCheck {
 	allowed := fmt.Sprintf("a size in [%s, %s] (bytes, or with K, M, G, T: powers of 1024)", fmtBytes(lo), fmtBytes(hi))
 	return flagCheck{allowed, func(s string) error {
 		v, err := collectives.ParseSize(s)
-		if err != nil || v < lo || v > hi {
-			return fmt.Errorf("%s is not a size in range; must be %s", s, allowed)
+		if err != nil {
+			return fmt.Errorf("%s is not a size (a whole number of bytes, or with K, M, G, T); must be %s", s, allowed)
+		}
+		if v < lo || v > hi {
+			return fmt.Errorf("%s is out of range; must be %s", s, allowed)
 		}
 		return nil
 	}}

@@ -180,3 +180,22 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+// A value that does not parse says so; one that parses but is out of
+// range says that; both name the range.
+func TestFlagParseVsRange(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"drill", "--scenario", "t1-reboot", "--deadline", "abc"}, "abc is not a duration"},
+		{[]string{"drill", "--scenario", "t1-reboot", "--deadline", "2h"}, "2h is out of range; must be a duration in (0s, 1h]"},
+		{[]string{"drill", "--scenario", "t1-reboot", "--bytes", "1.5M"}, "1.5M is not a size"},
+		{[]string{"drill", "--scenario", "t1-reboot", "--bytes", "2T"}, "2T is out of range; must be a size in [1, 1T]"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
