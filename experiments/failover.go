@@ -123,11 +123,12 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 			return nil, err
 		}
 		dst := cfg.Fabric.Hosts - 1
-		var c *cluster.Cluster
+		var c, base *cluster.Cluster
 		var last uint64
 		var sample func()
 		cell.s, err = faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: deadline, Baseline: true, Parallel: env.Parallel,
-			Workload: faults.Workload{Pattern: "p2p", Src: 0, Dst: dst, Bytes: size},
+			Workload:   faults.Workload{Pattern: "p2p", Src: 0, Dst: dst, Bytes: size},
+			OnBaseline: func(cl *cluster.Cluster) { base = cl; env.Watch(cl) },
 			OnCluster: func(cl *cluster.Cluster) {
 				c = cl
 				env.Watch(cl)
@@ -168,6 +169,9 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 		tp.Series = append(tp.Series, sr)
 		res.Events += c.Executed()
+		if base != nil {
+			res.Events += base.Executed() // the fault-free run is simulated too
+		}
 		target := ""
 		if len(f.Targets) > 0 {
 			target = f.Targets[0]

@@ -31,13 +31,17 @@ type DrillOptions struct {
 	Workload Workload
 	// Mapper runs Clustermapper and the policy controller (uSID Clos
 	// only; ignored otherwise).
-	Mapper     bool
-	MapperCfg  MapperConfig
-	Period     time.Duration // controller period (default 1 s)
-	Log        io.Writer     // event log, JSON lines (may be nil)
-	Deadline   time.Duration // virtual-time cap (default 1 s)
-	Baseline   bool          // also run the workload without faults, for the slowdown
-	OnCluster  func(c *cluster.Cluster)
+	Mapper    bool
+	MapperCfg MapperConfig
+	Period    time.Duration // controller period (default 1 s)
+	Log       io.Writer     // event log, JSON lines (may be nil)
+	Deadline  time.Duration // virtual-time cap (default 1 s)
+	Baseline  bool          // also run the workload without faults, for the slowdown
+	OnCluster func(c *cluster.Cluster)
+	// OnBaseline, if set, is called with the fault-free baseline's cluster
+	// (Baseline) before it runs, as OnCluster is with the faulted one: an
+	// observer can count and capture both.
+	OnBaseline func(c *cluster.Cluster)
 	OnInjector func(in *Injector)
 	// Parallel is --parallel: 0 runs the classic single loop; N ≥ 1 the
 	// partitioned cluster (cluster.NewForWorkers) on N goroutines, with
@@ -271,6 +275,9 @@ func Drill(cfg config.Config, o DrillOptions) (*Summary, error) {
 		c, err := build()
 		if err != nil {
 			return nil, err
+		}
+		if o.OnBaseline != nil {
+			o.OnBaseline(c)
 		}
 		if _, err := plan.Resolve(c.Topo, cfg.Seed); err != nil {
 			c.Close()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,5 +170,41 @@ func TestCaptureNotStartedForBadFlags(t *testing.T) {
 		if _, err := os.Stat(dir); err == nil {
 			t.Errorf("%v: %s was created", args, dir)
 		}
+	}
+}
+
+// A drill's fault-free baseline is a cluster of the run like the faulted
+// one: failover's counters.csv has both for each point and its events
+// count both.
+func TestBaselineObserved(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := runCLI(t, "experiment", "failover", "--quick", "--out", dir, "--progress", "log")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, countersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+		// point,"label",cluster,...
+		i := strings.LastIndex(line, `",`)
+		pt, _, _ := strings.Cut(line, ",")
+		cl, _, _ := strings.Cut(line[i+2:], ",")
+		clusters[pt+"/"+cl] = true
+	}
+	for _, k := range []string{"1/1", "1/2", "2/1", "2/2"} {
+		if !clusters[k] {
+			t.Errorf("counters.csv has no block for point/cluster %s (has %v)", k, clusters)
+		}
+	}
+	var m manifest
+	mb, _ := os.ReadFile(filepath.Join(dir, manifestFile))
+	if err := json.Unmarshal(mb, &m); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("done, 2 points, %d events", m.Events); !strings.Contains(stderr, want) {
+		t.Errorf("progress and manifest disagree: want %q in\n%s", want, stderr)
 	}
 }

@@ -127,17 +127,19 @@ T (powers of 1024).`,
 		}
 		defer done(&err)
 		// Two points with the baseline: it runs first, on a cluster of
-		// its own that faults.Drill does not hand out (so it is not
-		// watched); then the run under the plan.
+		// its own; then the run under the plan.
 		points, label := 1, "under the fault plan"
 		obs.Begin("drill")
 		if baseline {
 			points = 2
-			obs.Point(0, points, "fault-free baseline")
 		}
 		var c *cluster.Cluster
 		o := faults.DrillOptions{Plan: plan, Workload: faults.Workload{Pattern: pattern, Src: src, Dst: dst, Bytes: size},
 			Mapper: mapper, Period: period, Baseline: baseline, Deadline: deadline, Parallel: *parallel, HoldUntilPlanEnd: hold,
+			OnBaseline: func(cl *cluster.Cluster) {
+				obs.Point(0, points, "fault-free baseline")
+				obs.Watch(cl)
+			},
 			OnCluster: func(cl *cluster.Cluster) {
 				c = cl
 				obs.Point(points-1, points, label)
