@@ -112,6 +112,10 @@ func (r *paramReader) losses(key string) []float64 {
 			r.bad(key, "%s is not a loss rate; must be in [0, 1)", strconv.Quote(f))
 			return nil
 		}
+		if slices.Contains(out, v) {
+			r.bad(key, "%s is listed twice; each value is one point of the run", strconv.Quote(f))
+			return nil
+		}
 		out = append(out, v)
 	}
 	return out
@@ -137,6 +141,10 @@ func (r *paramReader) integers(key string, lo, hi int) []int {
 		v, err := strconv.Atoi(f)
 		if err != nil || v < lo || v > hi {
 			r.bad(key, "%q is out of range; must be a comma-separated list of integers in [%d, %d]", f, lo, hi)
+			return nil
+		}
+		if slices.Contains(out, v) {
+			r.bad(key, "%q is listed twice; each value is one point of the run", f)
 			return nil
 		}
 		out = append(out, v)

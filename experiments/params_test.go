@@ -152,3 +152,19 @@ func TestExecuteInterrupted(t *testing.T) {
 		t.Errorf("manifest status %q, want %q", s, StatusInterrupted)
 	}
 }
+
+// A list value given twice would be two points with one label (merged in
+// counters.csv and the metrics): refused, naming the value.
+func TestRepeatedListValuesRefused(t *testing.T) {
+	e, _ := Lookup("allreduce-loss")
+	cfg, err := config.Load("", e.ClusterSets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"losses=0,0.01,0", "losses=0.01,0.010", "roceQPs=1,8,1"} {
+		p, _ := ResolveParams(e, Quick, []string{set})
+		if err := CheckParams(e, &Env{Config: cfg, Size: Quick, Params: p}); err == nil || !strings.Contains(err.Error(), "is listed twice") {
+			t.Errorf("exp.%s: %v, want \"is listed twice\"", set, err)
+		}
+	}
+}
