@@ -199,3 +199,19 @@ func TestFlagParseVsRange(t *testing.T) {
 		}
 	}
 }
+
+// A flag that would do nothing is refused rather than ignored.
+func TestFlagsThatDoNothingRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"collective", "--hosts", "16", "--sizes", "1M", "--metrics-linger", "5s"}, "--metrics-linger: serves the final metrics for a while, so it needs --metrics"},
+		{[]string{"plot", t.TempDir(), "--format", ""}, "--format: empty"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}

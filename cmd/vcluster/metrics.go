@@ -344,6 +344,9 @@ func (f *runFlags) startObserver(stderr io.Writer) (o *observer, stop func(), er
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
+	if f.linger > 0 && f.metrics == "" {
+		return nil, nil, usageError(fmt.Errorf("--metrics-linger: serves the final metrics for a while, so it needs --metrics"))
+	}
 	var m *metricsServer
 	if f.metrics != "" {
 		if m, err = startMetrics(f.metrics); err != nil {

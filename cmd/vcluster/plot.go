@@ -44,6 +44,9 @@ checked before anything is written: a file that does not parse is an error
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(formats) == 0 {
+				return usageError(fmt.Errorf("--format: empty; must be png, svg or png,svg"))
+			}
 			for _, f := range formats {
 				if !slices.Contains(experiments.PlotFormats, f) {
 					return usageError(fmt.Errorf("--format: %q is not a plot format; must be png or svg (comma-separated)", f))
