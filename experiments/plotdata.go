@@ -134,12 +134,13 @@ func plotCSV(p Plot) ([]byte, error) {
 	return b.Bytes(), w.Error()
 }
 
-// formatPlotNumber is v's shortest decimal form that parses back to v.
+// formatPlotNumber is v's shortest decimal form that parses back to v,
+// without an exponent (1048576, not 1.048576e+06: spreadsheets and eyes).
 func formatPlotNumber(v float64) string {
 	if v == 0 {
 		return "0" // and not "-0"
 	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // labelIndex is x as an index into n categorical labels.
