@@ -56,8 +56,7 @@ prints the iteration time.
 
 --deadline (default 10s) is a limit on virtual time for the whole sweep
 (the cluster's clock, from 0): a collective still running then is stopped
-and the command
-fails (exit status 1) naming the size, the iteration and where the
+and the command fails (exit status 1) naming the size, the iteration and where the
 unfinished ranks were; the rows of the sizes done before are printed (and
 written to --csv/--json). It does not apply to --workload.
 

@@ -36,8 +36,8 @@ SVG, and their data: <plot>.csv and plots.json ('vcluster plot DIR'
 redraws the plots from them). 'all' ends with a summary table (each
 experiment's checks, wall time, events, status) and writes index.html and
 index.md into --out, linking every report, with every check in one table.
-The exit status
-is 0 when the run completed, whatever the check says: a shape that differs
+
+The exit status is 0 when the run completed, whatever the check says: a shape that differs
 from the published one is a finding. It is 1 when a row failed (an error,
 a stalled job, a QP error, a wrong byte; the report is still written and
 the last line of stderr says what failed), 2 for invalid parameters

@@ -32,8 +32,7 @@ subdirectory.
 The pictures overwrite DIR's own, or go to --out (one subdirectory per
 experiment for an 'experiment all' directory). With svg among the formats,
 report.html is written again with the redrawn plots in it (into --out, if
-given). Everything is read and
-checked before anything is written: a file that does not parse is an error
+given). Everything is read and checked before anything is written: a file that does not parse is an error
 (exit status 2) naming the file and line.`,
 		Example: `  vcluster plot out/ar
   vcluster plot out/all --format svg --out out/all-svg`,
