@@ -236,8 +236,8 @@ when interrupted (the complete rows are printed first).`,
 			return usageError(err)
 		}
 		// One cluster for every size: it is watched once, and the sizes
-		// are log lines, not observer points (Point forgets the watched
-		// cluster: its counters would stop at the first size).
+		// are observer steps, not points (Point ends the watched cluster:
+		// its counters would stop at the first size); the bar counts them.
 		obs.Begin("collective")
 		obs.Watch(c)
 
@@ -262,7 +262,7 @@ when interrupted (the complete rows are printed first).`,
 		fmt.Fprintf(w, "# %s, algorithm %s: %s\n", op, alg.Name, alg.Doc)
 		ro := collectives.RunOptions{Iters: iters, Warmup: warmup, Root: root, Deadline: sim.Time(deadline),
 			Before: func(i, n int, size uint64) {
-				fmt.Fprintf(obs.Log(), "[collective] size %d/%d: %s\n", i+1, n, collectives.FormatBytes(size))
+				obs.Step(i, n, collectives.FormatBytes(size))
 			}}
 		rs, err := m.Sweep(alg, sr.Sizes(), ro)
 		where := obs.where()
@@ -319,7 +319,7 @@ func runWorkload(cmd *cobra.Command, obs *observer, m *collectives.Comm, items [
 	var total sim.Time
 	var err error
 	for i := 0; i < iters && err == nil; i++ {
-		fmt.Fprintf(obs.Log(), "[collective] iteration %d/%d\n", i+1, iters)
+		obs.Step(i, iters, fmt.Sprintf("iteration %d", i+1))
 		var one collectives.WorkloadResult
 		if one, err = m.RunWorkload(items, 1); err == nil {
 			r.IterNs = append(r.IterNs, one.IterNs...)

@@ -155,18 +155,18 @@ func TestCollectiveDeadline(t *testing.T) {
 	}
 }
 
-// --progress shows each size (each workload iteration) on stderr; a bad
-// mode is a usage error before anything runs.
+// --progress shows each size (each workload iteration) as a step i of n
+// with its ETA on stderr.
 func TestCollectiveProgress(t *testing.T) {
 	code, _, errOut := runCLI(t, "collective", "--hosts", "16", "--ranks", "8", "--sizes", "64K:1M:4", "--elide", "--progress", "log")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !regexp.MustCompile(`\[collective\] size 1/3: 64K\n\[collective\] size 2/3: 256K\n\[collective\] size 3/3: 1M\n\[collective\] done, [1-9]\d* events`).MatchString(errOut) {
+	if !regexp.MustCompile(`\[collective\] point 1/3 64K \(elapsed .*\)\n\[collective\] point 2/3 256K \(elapsed .*, ETA .*\)\n\[collective\] point 3/3 1M \(elapsed .*\)\n\[collective\] done, 3 points, [1-9]\d* events`).MatchString(errOut) {
 		t.Errorf("progress lines:\n%s", errOut)
 	}
 	code, _, errOut = runCLI(t, "collective", "--hosts", "16", "--ranks", "8", "--workload", "allreduce:ring:256K", "--iters", "2", "--progress", "log")
-	if code != 0 || !strings.Contains(errOut, "[collective] iteration 1/2\n[collective] iteration 2/2\n") {
+	if code != 0 || !regexp.MustCompile(`\[collective\] point 1/2 iteration 1 .*\n\[collective\] point 2/2 iteration 2 .*\n\[collective\] done, 2 points`).MatchString(errOut) {
 		t.Errorf("workload: exit %d, progress lines:\n%s", code, errOut)
 	}
 }

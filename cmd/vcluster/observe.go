@@ -30,9 +30,13 @@ type observer struct {
 	ui      progressUI
 	metrics *metricsServer // nil without --metrics
 
-	exp        string // what runs: experiment name, "preflight", ...
-	i, n       int    // current point (from 0) of n
-	label      string
+	exp   string // what runs: experiment name, "preflight", ...
+	i, n  int    // current point (from 0) of n
+	label string
+	// stepped: i and n count the steps of one cluster (Step), shown as
+	// stepLabel; the counters stay filed under the phase.
+	stepped    bool
+	stepLabel  string
 	expStart   int64 // wall ns
 	pointStart int64
 	// phaseEvents, pointEvents: totalEvents at Begin and at the current
@@ -142,7 +146,7 @@ func (o *observer) expectVirtual(d time.Duration) { o.expect = d }
 // Begin starts a new phase (an experiment, or the preflight).
 func (o *observer) Begin(name string) {
 	o.fold()
-	o.exp, o.i, o.n, o.label = name, 0, 0, ""
+	o.exp, o.i, o.n, o.label, o.stepped, o.stepLabel = name, 0, 0, "", false, ""
 	o.expStart = o.wall.Now()
 	o.pointStart = o.expStart
 	o.phaseEvents, o.pointEvents = o.totalEvents(), o.totalEvents()
@@ -155,9 +159,21 @@ func (o *observer) Begin(name string) {
 // Point implements experiments.Observer.
 func (o *observer) Point(i, n int, label string) {
 	o.fold()
-	o.i, o.n, o.label = i, n, label
+	o.i, o.n, o.label, o.stepped, o.stepLabel = i, n, label, false, ""
 	o.pointStart = o.wall.Now()
 	o.pointEvents, o.pointClusters, o.share = o.totalEvents(), 0, 0
+	o.ui.point(o.status())
+	o.publish(true)
+}
+
+// Step says the run is at step i (from 0) of n of one cluster — a size of
+// a collective sweep — for the display only: the bar shows "i of n" and
+// its ETA as for points, while the counters stay one cluster's, filed
+// under the phase (Point would end the cluster being watched).
+func (o *observer) Step(i, n int, label string) {
+	o.i, o.n, o.stepped, o.stepLabel = i, n, true, label
+	o.pointStart = o.wall.Now()
+	o.pointEvents, o.share = o.totalEvents(), 0
 	o.ui.point(o.status())
 	o.publish(true)
 }
@@ -208,9 +224,12 @@ func (o *observer) where() string {
 		t = o.cur.Now()
 	}
 	s := virtualAt(t)
-	if o.n > 0 {
+	switch {
+	case o.stepped:
+		s += fmt.Sprintf(" (step %d of %d: %s)", o.i+1, o.n, o.stepLabel)
+	case o.n > 0:
 		s += fmt.Sprintf(" (point %d of %d: %s)", o.i+1, o.n, o.label)
-	} else if o.exp != "" {
+	case o.exp != "":
 		s += " (" + o.exp + ")"
 	}
 	return s
@@ -246,8 +265,8 @@ func (o *observer) fold() {
 		o.points = append(o.points, &pointCounters{id: id, c: c})
 	}
 	if o.csv != nil {
-		point := o.exp // a phase without points (the preflight)
-		if o.n > 0 {
+		point := o.exp // a phase without points (the preflight) or of steps
+		if o.n > 0 && !o.stepped {
 			point = strconv.Itoa(o.i + 1)
 		}
 		o.csv.block(o.cur.Topo, point, o.label, o.pointClusters)
@@ -289,7 +308,11 @@ func (o *observer) status() progressStatus {
 		}
 		o.rateWall, o.rateEvents, o.rateSet = now, ev, true
 	}
-	s := progressStatus{exp: o.exp, i: o.i, n: o.n, label: o.label, clusters: o.phaseClusters, share: o.pointShare(), virtual: time.Duration(o.virtual),
+	label := o.label
+	if o.stepped {
+		label = o.stepLabel
+	}
+	s := progressStatus{exp: o.exp, i: o.i, n: o.n, label: label, clusters: o.phaseClusters, share: o.pointShare(), virtual: time.Duration(o.virtual),
 		events: ev - o.phaseEvents, rate: o.rate, elapsed: time.Duration(now - o.expStart), eta: -1, interrupted: sim.Interrupted()}
 	// ETA from the points done so far: their mean wall time times the
 	// points left, the current one included.

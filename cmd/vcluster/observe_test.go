@@ -383,3 +383,53 @@ func TestObserverEventsPerPhase(t *testing.T) {
 		t.Errorf("run total %d, want %d (metrics count every phase)", got, want[0]+want[1])
 	}
 }
+
+// pointUI keeps the status shown at every point (and step).
+type pointUI struct {
+	noProgress
+	points []progressStatus
+}
+
+func (p *pointUI) point(s progressStatus) { p.points = append(p.points, s) }
+
+// Steps of one cluster (a collective's sizes) show as i of n with their
+// label and an ETA from the second on, while the cluster's counters stay
+// one block filed under the phase, not under a step.
+func TestObserverSteps(t *testing.T) {
+	ui := &pointUI{}
+	o := newObserverClock(ui, nil, &stepWall{})
+	path := filepath.Join(t.TempDir(), "counters.csv")
+	w, err := createCountersCSV(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.setCountersCSV(w)
+	o.Begin("collective")
+	c := smallCluster(t)
+	o.Watch(c)
+	for i, size := range []string{"64K", "256K", "1M"} {
+		o.Step(i, 3, size)
+		runEvents(c, 1000)
+	}
+	o.End()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ui.points) != 3 {
+		t.Fatalf("%d point displays, want 3", len(ui.points))
+	}
+	for i, s := range ui.points {
+		if s.i != i || s.n != 3 || s.label != []string{"64K", "256K", "1M"}[i] || (i > 0) != (s.eta >= 0) {
+			t.Errorf("step %d shown as %+v", i, s)
+		}
+	}
+	b, _ := os.ReadFile(path)
+	blocks := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+		pt, _, _ := strings.Cut(line, ",")
+		blocks[pt]++
+	}
+	if len(blocks) != 1 || blocks["collective"] == 0 {
+		t.Errorf("counters.csv blocks by point %v, want one block under \"collective\"", blocks)
+	}
+}
