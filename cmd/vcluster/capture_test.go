@@ -38,7 +38,7 @@ func TestCaptureEveryCommand(t *testing.T) {
 	}{
 		{"collective mrc", []string{"collective", "--hosts", "16", "--sizes", "256K"}, 2},
 		{"collective roce", []string{"collective", "--hosts", "16", "--sizes", "256K", "--transport", "roce"}, 2},
-		{"drill", []string{"drill", "--scenario", "t1-reboot", "--at", "50us", "--bytes", "1M"}, 2},
+		{"drill", []string{"drill", "--scenario", "t1-reboot", "--at", "50us", "--bytes", "1M"}, 4}, // the baseline and the run under the plan
 		{"experiment", []string{"experiment", "p2p", "--quick"}, 32},
 	}
 	for _, tc := range cases {
