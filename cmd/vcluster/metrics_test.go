@@ -24,6 +24,7 @@ import (
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/internal/clustertest"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -448,14 +449,7 @@ func TestMetricsConservationInFlight(t *testing.T) {
 		c.Topo.Switch("p0.t1.1").BlackHole(fabric.USID(0, fabric.USIDT0, 0), 0.5)
 		trs = trs[:0]
 		for _, pr := range [][2]int{{4, 0}, {8, 0}, {5, 1}} {
-			ps, err := c.Connect(pr[0], pr[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := c.StartTransfer(ps[0], c.Region(pr[0], 1<<20, nil), c.Region(pr[1], 1<<20, nil), 1<<20, 256<<10)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr, _ := clustertest.Transfer(t, c, pr[0], pr[1], 1<<20, 256<<10)
 			trs = append(trs, tr)
 		}
 		c.Loop.RunUntil(30 * sim.Microsecond)

@@ -208,14 +208,7 @@ func transferCluster(t *testing.T, seed int64, loss float64) *cluster.Cluster {
 // is done) and returns the fabric's accounting then.
 func runTransfer(t *testing.T, c *cluster.Cluster, until sim.Time) fabric.Conservation {
 	t.Helper()
-	ps, err := c.Connect(4, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.StartTransfer(ps[0], c.Region(4, 1<<20, nil), c.Region(0, 1<<20, nil), 1<<20, 256<<10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, _ := clustertest.Transfer(t, c, 4, 0, 1<<20, 256<<10)
 	if until > 0 {
 		c.Loop.RunUntil(until)
 	} else {

@@ -25,3 +25,19 @@ func New(t testing.TB, sets ...string) *cluster.Cluster {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// Transfer connects src to dst and starts an RDMA write of n bytes in
+// chunk-sized writes between fresh regions of that size, failing the test
+// on an error. It returns the transfer and the connection's first pair.
+func Transfer(t testing.TB, c *cluster.Cluster, src, dst int, n, chunk uint64) (*cluster.Transfer, cluster.Pair) {
+	t.Helper()
+	ps, err := c.Connect(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.StartTransfer(ps[0], c.Region(src, n, nil), c.Region(dst, n, nil), n, chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, ps[0]
+}

@@ -631,15 +631,8 @@ func TestDissectorMRCTransfer(t *testing.T) {
 		host int
 		n    uint64
 	}{{4, 24 << 20}, {8, 2 << 20}, {12, 2 << 20}, {5, 2 << 20}} {
-		ps, err := c.Connect(s.host, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := c.StartTransfer(ps[0], c.Region(s.host, s.n, nil), c.Region(0, s.n, nil), s.n, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs, qps = append(trs, tr), append(qps, ps[0].A.T.(*mrc.QP))
+		tr, p := clustertest.Transfer(t, c, s.host, 0, s.n, 1<<20)
+		trs, qps = append(trs, tr), append(qps, p.A.T.(*mrc.QP))
 	}
 	// Host 4's uplink to T1 2 in plane 1 is cut for 100 µs: its EVs on
 	// that path go ASSUMED_BAD and are probed 500 µs later.
@@ -703,14 +696,7 @@ func TestDissectorKeepsRoCE(t *testing.T) {
 	w, closeFn := newWriter(t, file, pcap.LinkTypeEthernet, 0)
 	c.Topo.HostPorts[0][0].Tap(w)
 	c.Topo.HostPorts[1][0].Tx.Loss = fabric.NewBernoulli(0.01, 2, "wireshark")
-	ps, err := c.Connect(1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.StartTransfer(ps[0], c.Region(1, 2<<20, nil), c.Region(0, 2<<20, nil), 2<<20, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, _ := clustertest.Transfer(t, c, 1, 0, 2<<20, 1<<20)
 	c.Loop.RunWhile(func() bool { return !tr.Done() })
 	closeFn()
 
