@@ -19,15 +19,26 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// recordUI keeps every status the observer shows from inside the loop,
+// recordUI keeps every status the observer shows from inside the loop
+// (got), at each point or step (points) and at each phase's end (ends),
 // and the log lines of a logProgress.
 type recordUI struct {
 	logProgress
-	got []progressStatus
+	got, points, ends []progressStatus
 }
 
 func (r *recordUI) update(s progressStatus) { r.got = append(r.got, s) }
 func (r *recordUI) interval() time.Duration { return 0 }
+func (r *recordUI) point(s progressStatus) {
+	r.points = append(r.points, s)
+	r.logProgress.point(s)
+}
+func (r *recordUI) end(s progressStatus) {
+	r.ends = append(r.ends, s)
+	r.logProgress.end(s)
+}
+
+func newRecordUI() *recordUI { return &recordUI{logProgress: logProgress{w: io.Discard}} }
 
 // smallCluster is a 4-host cluster.
 func smallCluster(t *testing.T) *cluster.Cluster {
@@ -56,7 +67,7 @@ func runEvents(c *cluster.Cluster, n int) {
 // from the events of the points done — exactly as documented, never going
 // down, never reaching 1 even when a point takes far longer than the mean.
 func TestObserverShare(t *testing.T) {
-	rec := &recordUI{logProgress: logProgress{w: io.Discard}}
+	rec := newRecordUI()
 	o := newObserverClock(rec, nil, &stepWall{})
 	o.Begin("exp")
 	sizes := []int{200000, 100000, 400000}
@@ -347,18 +358,10 @@ func TestObserverCountersCSV(t *testing.T) {
 	t.Logf("blocks: %d rows each; lossy point: sent %d, lost %d, in flight %d+%d", blocks[0].rows, want[1].Sent, want[1].Lost, want[1].OnLinks, want[1].InQueues)
 }
 
-// endUI keeps the status of every phase's end.
-type endUI struct {
-	noProgress
-	ends []progressStatus
-}
-
-func (e *endUI) end(s progressStatus) { e.ends = append(e.ends, s) }
-
 // Each phase (an experiment of `experiment all`) shows its own events, not
 // the run's running total.
 func TestObserverEventsPerPhase(t *testing.T) {
-	ui := &endUI{}
+	ui := newRecordUI()
 	o := newObserverClock(ui, nil, &stepWall{})
 	var want []uint64
 	for _, n := range []int{3000, 5000} {
@@ -377,19 +380,11 @@ func TestObserverEventsPerPhase(t *testing.T) {
 	}
 }
 
-// pointUI keeps the status shown at every point (and step).
-type pointUI struct {
-	noProgress
-	points []progressStatus
-}
-
-func (p *pointUI) point(s progressStatus) { p.points = append(p.points, s) }
-
 // Steps of one cluster (a collective's sizes) show as i of n with their
 // label and an ETA from the second on, while the cluster's counters stay
 // one block filed under the phase, not under a step.
 func TestObserverSteps(t *testing.T) {
-	ui := &pointUI{}
+	ui := newRecordUI()
 	o := newObserverClock(ui, nil, &stepWall{})
 	path := filepath.Join(t.TempDir(), "counters.csv")
 	w, err := createCountersCSV(path)
