@@ -160,8 +160,15 @@ func (o *observer) Begin(name string) {
 func (o *observer) Point(i, n int, label string) {
 	o.fold()
 	o.i, o.n, o.label, o.stepped, o.stepLabel = i, n, label, false, ""
+	o.pointClusters = 0
+	o.startPoint()
+}
+
+// startPoint starts the current point's (or step's) clock, event count
+// and share, and shows it.
+func (o *observer) startPoint() {
 	o.pointStart = o.wall.Now()
-	o.pointEvents, o.pointClusters, o.share = o.totalEvents(), 0, 0
+	o.pointEvents, o.share = o.totalEvents(), 0
 	o.ui.point(o.status())
 	o.publish(true)
 }
@@ -172,10 +179,7 @@ func (o *observer) Point(i, n int, label string) {
 // under the phase (Point would end the cluster being watched).
 func (o *observer) Step(i, n int, label string) {
 	o.i, o.n, o.stepped, o.stepLabel = i, n, true, label
-	o.pointStart = o.wall.Now()
-	o.pointEvents, o.share = o.totalEvents(), 0
-	o.ui.point(o.status())
-	o.publish(true)
+	o.startPoint()
 }
 
 // Watch implements experiments.Observer: it reads c's counters from the
