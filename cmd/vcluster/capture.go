@@ -14,8 +14,8 @@ import (
 // its named ports tapped, labelled with the point that runs.
 type jobCapture struct {
 	c      *cluster.Capture
-	active bool
-	err    error // the first Attach error, reported by finish
+	remove func() // takes the capture's watcher off the observer
+	err    error  // the first Attach error, reported by finish
 }
 
 // startCapture opens the capture cfg asks for into cfg.Output.Dir (nothing
@@ -32,11 +32,8 @@ func startCapture(obs *observer, cfg config.Config) (*jobCapture, error) {
 	if err != nil {
 		return nil, err
 	}
-	jc := &jobCapture{c: c, active: true}
-	obs.addWatcher(func(cl *cluster.Cluster, point int, label string) {
-		if !jc.active {
-			return
-		}
+	jc := &jobCapture{c: c}
+	jc.remove = obs.addWatcher(func(cl *cluster.Cluster, point int, label string) {
 		if label == "" {
 			label = obs.exp
 		}
@@ -50,10 +47,11 @@ func startCapture(obs *observer, cfg config.Config) (*jobCapture, error) {
 // finish closes the capture files and prints the capture's summary on w.
 // A nil jobCapture (no capture) does nothing.
 func (jc *jobCapture) finish(w io.Writer) error {
-	if jc == nil || !jc.active {
+	if jc == nil || jc.remove == nil {
 		return nil
 	}
-	jc.active = false
+	jc.remove()
+	jc.remove = nil
 	err := jc.c.Close()
 	fmt.Fprint(w, jc.c.Summary())
 	if jc.err != nil {

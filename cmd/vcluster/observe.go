@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +57,7 @@ type observer struct {
 	points   []*pointCounters
 	pointIdx map[pointID]int
 	csv      *countersCSV // nil: no counters.csv
-	watchers []watcher
+	watchers []*watcher
 
 	events     uint64   // events of finished clusters
 	curEvents  uint64   // events of cur at its last reading
@@ -130,9 +131,16 @@ func (o *observer) Log() io.Writer { return o.ui }
 // addWatcher adds a watcher: watch (if not nil) is called on every Watch
 // after the observer's own reading is set up, end (if not nil) on every
 // End after the last cluster was folded; watchers are called in the order
-// they were added.
-func (o *observer) addWatcher(watch func(c *cluster.Cluster, point int, label string), end func()) {
-	o.watchers = append(o.watchers, watcher{watch: watch, end: end})
+// they were added. remove takes the watcher off again (a job's capture
+// watches only that job's clusters).
+func (o *observer) addWatcher(watch func(c *cluster.Cluster, point int, label string), end func()) (remove func()) {
+	w := &watcher{watch: watch, end: end}
+	o.watchers = append(o.watchers, w)
+	return func() {
+		if i := slices.Index(o.watchers, w); i >= 0 {
+			o.watchers = slices.Delete(o.watchers, i, i+1)
+		}
+	}
 }
 
 // setCountersCSV makes every fold write the folded cluster's per-port

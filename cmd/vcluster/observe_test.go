@@ -175,6 +175,15 @@ func TestObserverWatchers(t *testing.T) {
 	if !slices.Equal(calls, want) {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
 	}
+	// A removed watcher is called no more; the others still are.
+	calls = nil
+	remove := o.addWatcher(func(*cluster.Cluster, int, string) { calls = append(calls, "d watch") }, nil)
+	remove()
+	o.Begin("next")
+	watch("c4")
+	if slices.Contains(calls, "d watch") || len(calls) != 2 {
+		t.Errorf("after remove: calls %q, want a's and b's watch only", calls)
+	}
 }
 
 // A phase that reports no points but builds several clusters (collateral)
