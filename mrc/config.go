@@ -119,6 +119,8 @@ type Config struct {
 	DisableCC bool
 	// NSCC overrides the derived NSCC constants; zero fields are derived.
 	NSCC NSCCConfig
+	// Responder bounds the responder's resources (see ResponderConfig).
+	Responder ResponderConfig
 }
 
 // NSCCConfig holds the NSCC constants under the names of mrc_ctl.h /
@@ -235,6 +237,9 @@ func (c *Config) Validate() error {
 		return bad("LinkBps", "must be > 0")
 	case c.BaseRTT <= 0 && c.NSCC.BaseRTT <= 0:
 		return bad("BaseRTT", "must be > 0")
+	}
+	if err := c.Responder.validate(); err != nil {
+		return err
 	}
 	n := &c.NSCC
 	switch {

@@ -328,6 +328,9 @@ func (c *nscc) onTrim(now int64, nacked int64, inflight int64) bool {
 	return false
 }
 
+// onTimeout reacts to an ACK timeout of a packet of bytes.
+func (c *nscc) onTimeout(bytes int64) {}
+
 // onLoss sets the quick-adapt trigger (timeout or fast-loss detection).
 func (c *nscc) onLoss() { c.qaTrigger = true }
 
