@@ -86,6 +86,8 @@ type Cluster struct {
 
 	par  *partitioned // set by NewPartitioned (partition.go)
 	roce rocePlanes   // RoCE QPs per host, for the plane spread (roce_glue.go)
+
+	mrcEP []*mrcEndpoint // per host: MRC endpoint operations (rdma.go)
 }
 
 // New builds the cluster a validated config describes. wall may be nil for

@@ -219,8 +219,8 @@ func (c *Cluster) Connect(a, b int) ([]Pair, error) {
 			return nil, err
 		}
 		if c.Config.Transport.Kind == config.TransportMRC {
-			mrcPortStatus(ea)
-			mrcPortStatus(eb)
+			c.mrcEndpointOf(a)
+			c.mrcEndpointOf(b)
 		}
 		ps = append(ps, Pair{A: QPEnd{a, ea, ta, ca}, B: QPEnd{b, eb, tb, cb}})
 	}
@@ -241,48 +241,139 @@ func (c *Cluster) Region(h int, n uint64, fill func([]byte)) *verbs.MR {
 	return mem.Register(buf)
 }
 
-// mrcPortStatus makes engine e carry MRC's Port Status Update: when a NIC
-// port's link changes, e tells every host its MRC QPs talk to (an endpoint
-// request to QP 2 with the up-mask), and an update from a peer is applied
-// to every MRC QP connected to that peer, so both directions stop using a
-// plane whose port died on either side.
-func mrcPortStatus(e *endpoint.Engine) {
-	if e.Endpoint != nil {
+// mrcEndpoint is one host's MRC endpoint operations (endpoint requests and
+// responses on QP 2): Port Status Update — when a NIC port's link changes,
+// the engine tells every host its MRC QPs talk to (a request with the
+// up-mask), and an update from a peer is applied to every MRC QP connected
+// to that peer, so both directions stop using a plane whose port died on
+// either side — and EV Probe: a request is answered with a response on the
+// reflected EV carrying the same request id, and ProbeEV's requests wait
+// for theirs.
+type mrcEndpoint struct {
+	e      *endpoint.Engine
+	loop   *sim.Loop
+	reqID  uint16
+	buf    []byte
+	probes map[uint16]*evProbe // outstanding EV probes by request id
+}
+
+// evProbe is one outstanding EV probe.
+type evProbe struct {
+	to    int
+	sent  sim.Time
+	timer sim.Timer
+	done  func(rtt time.Duration, ok bool)
+}
+
+// mrcEndpointOf returns host h's endpoint-operation state, installing its
+// handlers on the engine on first use. Call it while building (Connect,
+// ProbeEV before the run) or on a classic cluster's loop: it is not safe
+// across partitions.
+func (c *Cluster) mrcEndpointOf(h int) *mrcEndpoint {
+	if c.mrcEP == nil {
+		c.mrcEP = make([]*mrcEndpoint, len(c.Hosts))
+	}
+	if m := c.mrcEP[h]; m != nil {
+		return m
+	}
+	e := c.Hosts[h].RDMA()
+	m := &mrcEndpoint{e: e, loop: c.Hosts[h].Loop(), buf: make([]byte, mrc.EndpointLen), probes: map[uint16]*evProbe{}}
+	c.mrcEP[h] = m
+	e.Endpoint = m.receive
+	e.OnLinkStatus = m.linkStatus
+	return m
+}
+
+func (m *mrcEndpoint) receive(rx *verbs.Rx) {
+	_, resp, h, err := mrc.DecodeEndpoint(rx.Data)
+	if err != nil {
 		return
 	}
-	var reqID uint16
-	buf := make([]byte, mrc.EndpointLen)
-	e.Endpoint = func(rx *verbs.Rx) {
-		_, resp, h, err := mrc.DecodeEndpoint(rx.Data)
-		if err != nil || resp || h.Op != mrc.EndpointPortStatus {
-			return
-		}
-		for _, t := range e.QPs() {
+	switch {
+	case h.Op == mrc.EndpointPortStatus && !resp:
+		for _, t := range m.e.QPs() {
 			if q, ok := t.(*mrc.QP); ok && q.Remote().Host == rx.SrcHost {
 				q.ApplyPortStatus(h.PortStatusMask)
 			}
 		}
-	}
-	e.OnLinkStatus = func(up uint32) {
-		if up == 0 {
-			return // no port left to tell anyone with
+	case h.Op == mrc.EndpointEVProbe && !resp:
+		// Answer on the reflected EV, so the response comes back over
+		// the path the request took.
+		n, err := mrc.EncodeEndpoint(m.buf, mrc.BTH{PKey: mrc.DefaultPKey}, true,
+			mrc.EndpointHeader{Op: mrc.EndpointEVProbe, ReqID: h.ReqID})
+		if err == nil {
+			m.e.SendControl(rx.SrcHost, rx.EV, m.buf[:n])
 		}
-		plane := bits.TrailingZeros32(up)
-		seen := map[int]bool{}
-		for _, t := range e.QPs() {
-			q, ok := t.(*mrc.QP)
-			if !ok || seen[q.Remote().Host] {
-				continue
-			}
-			seen[q.Remote().Host] = true
-			reqID++
-			n, err := mrc.EncodePortStatus(buf, reqID, up)
-			if err != nil {
-				continue
-			}
-			e.SendControl(q.Remote().Host, mrc.MakeEV(plane, 0, reqID), buf[:n])
+	case h.Op == mrc.EndpointEVProbe && resp:
+		p := m.probes[h.ReqID]
+		if p == nil || p.to != rx.SrcHost {
+			return // late (timed out) or not ours
 		}
+		delete(m.probes, h.ReqID)
+		p.timer.Stop()
+		p.done(time.Duration(m.loop.Now()-p.sent), true)
 	}
+}
+
+func (m *mrcEndpoint) linkStatus(up uint32) {
+	if up == 0 {
+		return // no port left to tell anyone with
+	}
+	plane := bits.TrailingZeros32(up)
+	seen := map[int]bool{}
+	for _, t := range m.e.QPs() {
+		q, ok := t.(*mrc.QP)
+		if !ok || seen[q.Remote().Host] {
+			continue
+		}
+		seen[q.Remote().Host] = true
+		m.reqID++
+		n, err := mrc.EncodePortStatus(m.buf, m.reqID, up)
+		if err != nil {
+			continue
+		}
+		m.e.SendControl(q.Remote().Host, mrc.MakeEV(plane, 0, m.reqID), m.buf[:n])
+	}
+}
+
+// ProbeEV sends an MRC EV Probe endpoint request from host from to host to
+// on entropy value ev (its plane and, under uSID forwarding, its path
+// choice select the path) and calls done on from's loop with the round
+// trip once the response comes back on the reflected EV, or with ok false
+// when none came within timeout of virtual time. Both hosts answer and
+// wait for EV probes from then on. Call it before the run or from a
+// classic cluster's loop (not across partitions).
+func (c *Cluster) ProbeEV(from, to int, ev uint32, timeout time.Duration, done func(rtt time.Duration, ok bool)) error {
+	switch {
+	case from < 0 || from >= len(c.Hosts) || to < 0 || to >= len(c.Hosts) || from == to:
+		return fmt.Errorf("cluster: ProbeEV from host %d to %d: hosts must differ and be 0..%d", from, to, len(c.Hosts)-1)
+	case timeout <= 0:
+		return fmt.Errorf("cluster: ProbeEV timeout %v: must be > 0", timeout)
+	case done == nil:
+		return fmt.Errorf("cluster: ProbeEV needs a done callback")
+	}
+	m := c.mrcEndpointOf(from)
+	c.mrcEndpointOf(to)
+	m.reqID++
+	for m.probes[m.reqID] != nil { // 65 536 outstanding wrap onto themselves
+		m.reqID++
+	}
+	id := m.reqID
+	n, err := mrc.EncodeEndpoint(m.buf, mrc.BTH{PKey: mrc.DefaultPKey}, false,
+		mrc.EndpointHeader{Op: mrc.EndpointEVProbe, ReqID: id})
+	if err != nil {
+		return err
+	}
+	p := &evProbe{to: to, sent: m.loop.Now(), done: done}
+	p.timer = m.loop.AfterFunc(timeout, func() {
+		if m.probes[id] == p {
+			delete(m.probes, id)
+			done(0, false)
+		}
+	})
+	m.probes[id] = p
+	m.e.SendControl(to, ev, m.buf[:n])
+	return nil
 }
 
 // DenyLink pushes a denylist entry for the Clos fabric cable between T0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -265,14 +266,37 @@ func (m *Mapper) send(a *agent, plane, slot int, path [16]byte) {
 	if m.Pool != nil {
 		pool = m.Pool(a.host)
 	}
-	p := fabric.BuildFrame(pool, fabric.FrameSpec{Src: addr, Dst: addr, Outer: &path, Sport: probeSport,
-		DSCP: fabric.DSCPControl, Payload: m.Cfg.ProbeBytes, Stored: -1, Seq: seq})
+	p := probeFrame(pool, addr, &path, m.Cfg.ProbeBytes, seq)
 	copy(p.Data[0:6], pt.Peer.MAC[:])
 	copy(p.Data[6:12], pt.MAC[:])
 	p.TraceID = probeMagic | uint64(seq&0xffffff)
 	p.SentAt = m.Sched.Now()
 	m.Sent++
 	pt.Enqueue(p)
+}
+
+// probeFrame builds a probe from addr to itself along path: its UDP payload
+// (at least bytes long) is an MRC EV Probe endpoint request, so captures
+// decode it as one; the request id carries seq's round, the PSN its plane
+// and slot (probeSeq).
+func probeFrame(pool *fabric.Pool, addr [16]byte, path *[16]byte, bytes int, seq uint32) *fabric.Packet {
+	p := fabric.BuildFrame(pool, fabric.FrameSpec{Src: addr, Dst: addr, Outer: path, Sport: probeSport,
+		DSCP: fabric.DSCPControl, Payload: max(bytes, mrc.EndpointLen), Stored: -1})
+	mrc.EncodeEndpoint(p.Data[probePayload:], mrc.BTH{PKey: mrc.DefaultPKey, PSN: seq & 0xffff}, false,
+		mrc.EndpointHeader{Op: mrc.EndpointEVProbe, ReqID: uint16(seq >> 16)})
+	return p
+}
+
+// probePayload is where a probe's UDP payload starts.
+const probePayload = fabric.EthHeaderLen + 2*fabric.IPv6HeaderLen + fabric.UDPHeaderLen
+
+// probeSeqOf reads back the sequence number probeFrame wrote.
+func probeSeqOf(p *fabric.Packet) (uint32, bool) {
+	bth, resp, e, err := mrc.DecodeEndpoint(p.Data[probePayload:])
+	if err != nil || resp || e.Op != mrc.EndpointEVProbe {
+		return 0, false
+	}
+	return uint32(e.ReqID)<<16 | bth.PSN&0xffff, true
 }
 
 // isProbe checks the bytes: IPv6-in-IPv6, inner UDP from probeSport, the
@@ -296,10 +320,12 @@ func (m *Mapper) isProbe(p *fabric.Packet) bool {
 }
 
 func (m *Mapper) rx(host int, p *fabric.Packet) {
-	const udp = fabric.EthHeaderLen + 2*fabric.IPv6HeaderLen
-	seq := binary.BigEndian.Uint32(p.Data[udp+8:])
+	seq, ok := probeSeqOf(p)
 	p.TraceID = 0
 	p.Release()
+	if !ok {
+		return
+	}
 	a := m.agents[host]
 	round, plane, slot := seq>>16, int(seq>>10&0x3f), int(seq&0x3ff)
 	if uint16(round) != uint16(a.round) || plane >= len(a.slots) || slot >= len(a.slots[plane]) {

@@ -194,6 +194,7 @@ type QP struct {
 	ctrl      []ctrlEnt
 	ctrlHead  int
 	ctrlN     int
+	rsp       responderState // resource bounds and EV judgement (responder.go)
 }
 
 // New returns a QP in the RESET state. cfg must be valid (Validate); New

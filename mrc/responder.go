@@ -5,6 +5,99 @@ package mrc
 
 import "github.com/vcluster/vcluster/verbs"
 
+// ResponderStats count what the responder's resource bounds and EV
+// judgement (ResponderConfig) generated.
+type ResponderStats struct {
+	NoBitmapNacks    uint64 // NACK NO_BITMAP sent: PSN beyond the bitmap
+	NoPktBufferNacks uint64 // NACK NO_PKT_BUFFER sent: out-of-order packets at PacketBuffers
+	NoResourceNacks  uint64 // NACK NO_RESOURCE sent: immediates at ImmSlots
+	AlwaysSkips      uint64 // SACKs that said M = ALWAYS_SKIP
+	ImmHeld          int    // gauge: immediate slots in use
+}
+
+// responderState is the responder's resource accounting and per-EV CE
+// history (ResponderConfig).
+type responderState struct {
+	immHeld int // WriteImm last packets placed, not yet completed in order
+	// ceTab holds each peer EV's streak of CE-marked arrivals, direct-mapped
+	// by a hash of the EV (a colliding EV takes the slot over and starts
+	// from 0: at most a delayed judgement); allocated on first use.
+	ceTab []ceEnt
+	ceAvg int32 // EWMA of the QP's CE-marked arrivals, 1<<16 = all
+	stats ResponderStats
+}
+
+type ceEnt struct {
+	ev     uint32
+	streak uint8
+	used   bool
+}
+
+// ceTabBits sizes ceTab: 512 slots for at most 256 EVs per QP.
+const ceTabBits = 9
+
+// ResponderStats returns the responder's resource and judgement counters.
+func (q *QP) ResponderStats() ResponderStats {
+	s := q.rsp.stats
+	s.ImmHeld = q.rsp.immHeld
+	return s
+}
+
+// resourceNACK applies ResponderConfig's bounds to a new packet d PSNs
+// above ePSN (d > 0; the packet at ePSN needs no resource); last says it
+// ends a WriteImm. It returns the NACK code when a resource is exhausted.
+func (q *QP) resourceNACK(d int, immLast bool) (uint8, bool) {
+	r := &q.cfg.Responder
+	st := &q.rsp.stats
+	switch {
+	case r.BitmapPSNs > 0 && d >= r.BitmapPSNs:
+		st.NoBitmapNacks++
+		return NackNoBitmap, true
+	case r.PacketBuffers > 0 && q.rcount >= r.PacketBuffers:
+		st.NoPktBufferNacks++
+		return NackNoPktBuffer, true
+	case immLast && r.ImmSlots > 0 && q.rsp.immHeld >= r.ImmSlots:
+		st.NoResourceNacks++
+		return NackNoResource, true
+	}
+	return 0, false
+}
+
+// judgeEV updates ev's CE history with one data arrival and returns the
+// SACK path feedback for it: m, or ALWAYS_SKIP when ev's last
+// AlwaysSkipCEStreak arrivals were CE-marked while fewer than half of the
+// QP's recent arrivals were (ResponderConfig). The EWMA starts at "all
+// marked", so a QP whose every arrival is marked never judges an EV.
+func (q *QP) judgeEV(ev uint32, ce bool, m uint8) uint8 {
+	s := &q.rsp
+	if s.ceTab == nil {
+		s.ceTab = make([]ceEnt, 1<<ceTabBits)
+		s.ceAvg = 1 << 16
+	}
+	var x int32
+	if ce {
+		x = 1 << 16
+	}
+	s.ceAvg += (x - s.ceAvg) >> 4
+	e := &s.ceTab[(ev*0x9E3779B1)>>(32-ceTabBits)]
+	if !e.used || e.ev != ev {
+		*e = ceEnt{ev: ev, used: true}
+	}
+	if !ce {
+		e.streak = 0
+		return m
+	}
+	if e.streak < 255 {
+		e.streak++
+	}
+	if int(e.streak) >= q.cfg.Responder.AlwaysSkipCEStreak && s.ceAvg < 1<<15 {
+		e.streak = 0
+		s.stats.AlwaysSkips++
+		return PathAlwaysSkip
+	}
+	return m
+}
+
 func (q *QP) rgot(psn uint32) bool {
 	i := psn & q.rmask
 	return q.rbits[i>>6]&(1<<(i&63)) != 0
@@ -63,6 +156,9 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 	}
 	psn := h.BTH.PSN
 	ts := h.TSETH.TS
+	if q.cfg.Responder.AlwaysSkipCEStreak > 0 {
+		m = q.judgeEV(rx.EV, rx.CE, m)
+	}
 	plen := rx.WireLen - hl - ICRCLen
 	if plen < 0 || plen > q.cfg.PMTU || uint64(plen) > uint64(h.RETH.DMALen) ||
 		(plen == 0 && h.RETH.DMALen != 0) {
@@ -86,6 +182,12 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		q.stats.DuplicatesReceived++
 		q.queueSACK(psn, rx.EV, m, h.BTH.Rtx, ts, false)
 		return
+	}
+	if d > 0 {
+		if code, ok := q.resourceNACK(d, HasImm(h.BTH.Opcode)); ok {
+			q.queueNACK(code, psn, rx.EV, h.BTH.Rtx, ts)
+			return
+		}
 	}
 	var mr *verbs.MR
 	if plen > 0 { // a zero-length Write touches no memory: any key goes
@@ -111,6 +213,7 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 	}
 	if HasImm(h.BTH.Opcode) {
 		f |= rfImm
+		q.rsp.immHeld++
 		q.rimm[i] = h.Imm
 		q.rlen[i] = h.RETH.DMALen
 	}
@@ -139,6 +242,7 @@ func (q *QP) advance() bool {
 			q.rmsn = (q.rmsn + 1) & psnMask
 		}
 		if f&rfImm != 0 {
+			q.rsp.immHeld--
 			q.comps = append(q.comps, verbs.Completion{QPN: q.qpn, Op: verbs.OpRecvImm,
 				Status: verbs.StatusOK, Bytes: uint64(q.rlen[i]), Imm: q.rimm[i]})
 		}
