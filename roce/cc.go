@@ -43,8 +43,11 @@ func (d *dcqcn) advance(now int64) {
 		return
 	}
 	for {
-		// Earliest due event; ties: α first (the decrease reads α), then
-		// the decrease check, then the increase timer.
+		// Earliest due event. Ties run as ns-3 runs same-time events, in
+		// the order they were scheduled: α first (the decrease reads α);
+		// the increase timer before the decrease check when it was
+		// scheduled earlier — HPCC's 300 µs timer, restarted by a cut,
+		// always lands on a 4 µs check, and its step runs first.
 		t, kind := int64(math.MaxInt64), 0
 		if d.c.AlphaPeriodic && d.alphaFlag && d.alphaNext <= now {
 			t, kind = d.alphaNext, 1
@@ -52,7 +55,8 @@ func (d *dcqcn) advance(now int64) {
 		if d.c.AlphaPeriodic && d.decFlag && d.decNext <= now && d.decNext < t {
 			t, kind = d.decNext, 2
 		}
-		if d.incArmed && d.incNext <= now && d.incNext < t {
+		if d.incArmed && d.incNext <= now && (d.incNext < t || d.incNext == t && kind == 2 &&
+			d.incNext-d.c.IncreaseTimerNs < d.decNext-d.c.DecreaseIntervalNs) {
 			t, kind = d.incNext, 3
 		}
 		switch kind {

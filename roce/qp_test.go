@@ -850,3 +850,43 @@ func pacedRate(t *testing.T, c Config, n int) float64 {
 	lastBits := float64(int64(p.a.lastBits))
 	return float64(bits) / ((float64(last-first) + lastBits*1e9/float64(c.LineRateBps)) / 1e9)
 }
+
+// HPCC's increase timer (300 µs, restarted by a cut) always lands on a
+// 4 µs decrease check. ns-3 runs same-time events in the order they were
+// scheduled, and the increase was scheduled 300 µs before, the check 4 µs
+// before: the increase step runs first (stage 0 → 1, fast recovery), and
+// the cut that follows clamps RT = RC because the stage is no longer 0.
+// The old order cut first, restarted the timer and dropped the step.
+func TestDCQCNTimerTieIncreaseFirst(t *testing.T) {
+	c := DefaultConfig() // dcqcn_hpcc
+	p := newPair(t, c)
+	d := &p.a.cc
+	L := float64(c.LineRateBps)
+	t0 := int64(10_000)
+	p.now = t0
+	p.cnp()
+	cut := t0 + c.DCQCN.DecreaseIntervalNs + 1
+	p.a.rate(cut)
+	tie := cut + c.DCQCN.IncreaseTimerNs
+	if (tie-cut)%c.DCQCN.DecreaseIntervalNs != 0 || d.incNext != tie {
+		t.Fatalf("increase timer at %d is not on a decrease check (first cut %d)", d.incNext, cut)
+	}
+	// A CNP shortly before the tie: the check at the tie cuts.
+	p.now = tie - 2_000
+	p.cnp()
+	rc0 := p.a.rate(tie - 1)
+	if d.rt != L || d.tStage != 0 {
+		t.Fatalf("before the tie: rt %.6g (want line rate %.6g), stage %d", d.rt, L, d.tStage)
+	}
+	a := d.alpha
+	got := p.a.rate(tie)
+	rt := (rc0 + L) / 2 // the fast recovery step, then the clamp RT = RC
+	want := rt * (1 - a/2)
+	if !near(got, want) || !near(d.rt, rt) {
+		t.Fatalf("at the tie: rc %.6g rt %.6g, want %.6g %.6g (increase, then cut); cut first gives rc %.6g rt %.6g",
+			got, d.rt, want, rt, rc0*(1-a/2), L)
+	}
+	if d.tStage != 0 || d.incNext != tie+c.DCQCN.IncreaseTimerNs {
+		t.Fatalf("after the cut: stage %d, next increase %d, want 0 and %d", d.tStage, d.incNext, tie+c.DCQCN.IncreaseTimerNs)
+	}
+}
