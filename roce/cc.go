@@ -190,7 +190,7 @@ type timely struct {
 	prevRTT  int64
 	rttDiff  float64
 	haveRTT  bool
-	negCount int
+	negCount int    // paper: non-positive gradients in a row; HPCCStages: increases in a row
 	nextSeq  uint64 // update when an ACK covers this sequence (once per RTT)
 }
 
@@ -215,6 +215,10 @@ func (t *timely) onRTT(rtt int64, ackSeq, sndMax uint64) {
 	t.prevRTT = rtt
 	t.rttDiff = (1-c.EWMAAlpha)*t.rttDiff + c.EWMAAlpha*newDiff
 	grad := t.rttDiff / float64(c.MinRTTNs)
+	if c.HPCCStages {
+		t.hpccUpdate(rtt, grad)
+		return
+	}
 	switch {
 	case rtt < c.TLowNs:
 		t.rate += float64(c.DeltaBps)
@@ -232,4 +236,31 @@ func (t *timely) onRTT(rtt int64, ackSeq, sndMax uint64) {
 		t.rate *= 1 - c.Beta*grad
 	}
 	t.rate = min(t.line, max(float64(c.MinRateBps), t.rate))
+}
+
+// hpccUpdate is HPCC ns-3's UpdateRateTimely: one stage count over every
+// increase (below T_low too), reset by any decrease; HAI from the
+// (HAIThreshold+1)-th increase in a row.
+func (t *timely) hpccUpdate(rtt int64, grad float64) {
+	c := t.c
+	inc, cut := true, 1.0
+	switch {
+	case rtt < c.TLowNs:
+	case rtt > c.THighNs:
+		inc, cut = false, 1-c.Beta*(1-float64(c.THighNs)/float64(rtt))
+	case grad <= 0:
+	default:
+		inc, cut = false, max(1-c.Beta*grad, 0)
+	}
+	if !inc {
+		t.rate = max(float64(c.MinRateBps), t.rate*cut)
+		t.negCount = 0
+		return
+	}
+	n := 1
+	if t.negCount >= c.HAIThreshold {
+		n = c.HAIFactor
+	}
+	t.rate = min(t.line, t.rate+float64(n)*float64(c.DeltaBps))
+	t.negCount++
 }

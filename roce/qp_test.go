@@ -453,7 +453,7 @@ func TestEVLayout(t *testing.T) {
 
 func TestCNPRateLimited(t *testing.T) {
 	c := DefaultConfig()
-	c.SetPreset("dcqcn_paper")
+	c.SetPreset("dcqcn_sigcomm15")
 	p := newPair(t, c)
 	src := p.ma.RegisterVirtual(1 << 30)
 	dst := p.mb.RegisterVirtual(1 << 30)
@@ -491,9 +491,9 @@ func (p *pair) cnp() {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(math.Abs(a), math.Abs(b)) }
 
-func TestDCQCNPaper(t *testing.T) {
+func TestDCQCNSigcomm15(t *testing.T) {
 	c := DefaultConfig()
-	c.SetPreset("dcqcn_paper")
+	c.SetPreset("dcqcn_sigcomm15")
 	c.DCQCN.ByteCounter = 0 // timer events only, to check the stages
 	p := newPair(t, c)
 	L := float64(c.LineRateBps)
@@ -551,7 +551,7 @@ func TestDCQCNPaper(t *testing.T) {
 
 func TestDCQCNByteCounter(t *testing.T) {
 	c := DefaultConfig()
-	c.SetPreset("dcqcn_paper")
+	c.SetPreset("dcqcn_sigcomm15")
 	c.DCQCN.ByteCounter = 1 << 20
 	p := newPair(t, c)
 	L := float64(c.LineRateBps)
@@ -615,7 +615,7 @@ func TestDCQCNTimerModel(t *testing.T) {
 }
 
 func TestTimelyGradient(t *testing.T) {
-	c := TimelyPaper()
+	c := TimelySigcomm15()
 	L := int64(100e9)
 	tm := newTimely(&c, L)
 	seq := uint64(0)
@@ -681,7 +681,7 @@ func TestTimelyGradient(t *testing.T) {
 // TestTimelyQP: the QP feeds TIMELY with RTT samples from its ACKs.
 func TestTimelyQP(t *testing.T) {
 	c := DefaultConfig()
-	c.SetPreset("timely")
+	c.SetPreset("timely_sigcomm15")
 	p := newPair(t, c)
 	src := p.ma.RegisterVirtual(1 << 30)
 	dst := p.mb.RegisterVirtual(1 << 30)
@@ -888,5 +888,54 @@ func TestDCQCNTimerTieIncreaseFirst(t *testing.T) {
 	}
 	if d.tStage != 0 || d.incNext != tie+c.DCQCN.IncreaseTimerNs {
 		t.Fatalf("after the cut: stage %d, next increase %d, want 0 and %d", d.tStage, d.incNext, tie+c.DCQCN.IncreaseTimerNs)
+	}
+}
+
+// timely_hpcc is HPCC ns-3's TIMELY: δ = bw Mb/s per Gb/s of line rate
+// (400 Mb/s at 400G, where the paper's 10 Mb/s took 40× longer to climb),
+// HAI = 5δ, and one stage count over every increase — below T_low too —
+// that any decrease resets: five increases of δ, then 5δ from the sixth.
+func TestTimelyHPCC(t *testing.T) {
+	const L = 400e9
+	c := DefaultConfig()
+	c.LineRateBps = L
+	if err := c.SetPreset("timely_hpcc"); err != nil {
+		t.Fatal(err)
+	}
+	tc := c.Timely
+	if tc.DeltaBps != 400e6 || tc.HAIFactor*int(tc.DeltaBps) != 2000e6 || tc.TLowNs != 50_000 || tc.THighNs != 500_000 ||
+		tc.MinRTTNs != 20_000 || tc.Beta != 0.8 || tc.EWMAAlpha != 0.875 || tc.MinRateBps != 1e9 {
+		t.Fatalf("timely_hpcc at 400G: %+v", tc)
+	}
+	tm := newTimely(&tc, L)
+	seq := uint64(0)
+	feed := func(rtt int64) float64 {
+		seq += 10
+		r := tm.rate
+		tm.onRTT(rtt, seq, seq)
+		return tm.rate - r
+	}
+	feed(100_000)        // the first sample only sets the reference RTT
+	cut := feed(110_000) // rising inside [T_low, T_high]: a decrease
+	if cut >= 0 {
+		t.Fatalf("no decrease on a rising RTT: %+.4g", cut)
+	}
+	// Below T_low: increases, which count as stages (the paper's count
+	// ignores them and never reaches HAI there).
+	for i := 1; i <= 7; i++ {
+		want := float64(tc.DeltaBps)
+		if i > tc.HAIThreshold {
+			want *= float64(tc.HAIFactor)
+		}
+		if got := feed(10_000); !near(got, want) {
+			t.Fatalf("increase %d below T_low: %+.4g, want %+.4g", i, got, want)
+		}
+	}
+	// A decrease (above T_high) resets the stage: the next increase is δ.
+	if d := feed(1_000_000); d >= 0 {
+		t.Fatalf("no decrease above T_high: %+.4g", d)
+	}
+	if got := feed(10_000); !near(got, float64(tc.DeltaBps)) {
+		t.Fatalf("first increase after a decrease: %+.4g, want δ %d", got, tc.DeltaBps)
 	}
 }
