@@ -28,14 +28,19 @@ func (c *Cluster) RoCEConfig(plane int) (roce.Config, error) {
 		return r, err
 	}
 	r.TimeoutNs = int64(to)
-	// IRN's BDP flow control caps what is in flight at two of the fabric's
-	// bandwidth-delay products (base RTT plus the responder's ACK
-	// coalescing): repairing a hole takes two RTTs, and a one-BDP cap
-	// stalls the sender for the second (package roce measured 74% of line
-	// rate at 1% loss with 1.25 BDP, 97% with 2).
+	// IRN's BDP flow control caps what is in flight at
+	// transport.roce.irnBDPFactor of the fabric's bandwidth-delay products
+	// (base RTT plus the responder's ACK coalescing): 1 by default, the IRN
+	// paper's cap; 2 leaves room for the second RTT a hole takes to repair
+	// (docs/transports.md has both measured); 0 turns BDP-FC off.
 	pkt := time.Duration(float64(r.PMTU+r.WireOverhead) * 8 / float64(c.hostRate()) * 1e9)
 	rtt := c.BaseRTT() + time.Duration(r.AckEvery)*pkt
-	r.IRN.BDPBytes = 2 * int64(float64(c.hostRate())/8*rtt.Seconds())
+	f := t.IRNBDPFactor
+	r.IRN.BDPFC = f > 0
+	if f == 0 {
+		f = 1 // off, one BDP still sizes the responder's out-of-order window
+	}
+	r.IRN.BDPBytes = max(int64(f*float64(c.hostRate())/8*rtt.Seconds()), int64(r.PMTU))
 	if err := r.SetPreset(t.CC); err != nil {
 		return r, fmt.Errorf("transport.roce.cc: %v", err)
 	}

@@ -33,7 +33,7 @@ func TestRoCEConfigEveryLinkSpeed(t *testing.T) {
 		runs = append(runs, run{"preset C at " + s, []string{"fabric.preset=C", "fabric.hostLinkSpeed=" + s, "fabric.fabricLinkSpeed=" + s}, bps})
 	}
 	for _, r := range runs {
-		for _, cc := range []string{"dcqcn_hpcc", "dcqcn_paper", "dcqcn_aggressive", "dcqcn_most_aggressive", "timely", "none"} {
+		for _, cc := range config.RoCECCPresets {
 			for _, rel := range []string{"gbn", "irn"} {
 				c, err := New(load(t, append(r.sets, "transport.kind=roce", "host.netstack=false", "transport.roce.cc="+cc, "transport.roce.reliability="+rel)...), nil)
 				if err != nil {
@@ -59,7 +59,10 @@ func TestRoCEConfigEveryLinkSpeed(t *testing.T) {
 				if b := rc.BDPBytes(); b < int64(rc.PMTU) || b > int64(line)/8/1000 { // at least a packet, below 1 ms of line rate
 					t.Errorf("%s: BDPBytes %d implausible at %d b/s", r.name, b, line)
 				}
-				slow := map[string]int64{"dcqcn_hpcc": 1, "dcqcn_aggressive": 2, "dcqcn_most_aggressive": 4}[cc]
+				if cc == "timely_hpcc" && rc.Timely.DeltaBps != int64(line)/1000 {
+					t.Errorf("%s, %s: Timely.DeltaBps %d, want bw Mb/s = %d", r.name, cc, rc.Timely.DeltaBps, line/1000)
+				}
+				slow := map[string]int64{"dcqcn_hpcc": 1, "dcqcn_hpcc_paper": 1, "dcqcn_hpcc_g4_slow2": 2, "dcqcn_hpcc_g16_slow4": 4}[cc]
 				if slow == 0 {
 					continue
 				}

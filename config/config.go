@@ -278,18 +278,40 @@ type RoCETransportConfig struct {
 	// Reliability is "gbn" (go-back-N, as RoCE NICs) or "irn" (selective
 	// repeat with 1-block SACK NACKs).
 	Reliability string `mapstructure:"reliability" yaml:"reliability" json:"reliability"`
-	// CC is a congestion-control preset: dcqcn_hpcc, dcqcn_paper,
-	// dcqcn_aggressive, dcqcn_most_aggressive, timely or none.
+	// CC is a congestion-control preset, named after its source:
+	// dcqcn_hpcc (HPCC ns-3 run.py "dcqcn"), dcqcn_hpcc_paper (run.py
+	// "dcqcn_paper"), dcqcn_sigcomm15 (the DCQCN paper's event model),
+	// dcqcn_hpcc_g4_slow2 and dcqcn_hpcc_g16_slow4 (dcqcn_hpcc with g ×4
+	// / ×16 and recovery 2× / 4× slower), timely_hpcc (run.py "timely",
+	// scaled with the line rate), timely_sigcomm15 (the TIMELY paper's
+	// values) or none. The old names dcqcn_paper, dcqcn_aggressive,
+	// dcqcn_most_aggressive and timely are refused with their successors.
 	CC string `mapstructure:"cc" yaml:"cc" json:"cc"`
 	// Timeout overrides the go-back-N local ACK timeout; "" keeps the
 	// default.
 	Timeout string `mapstructure:"timeout" yaml:"timeout" json:"timeout"`
 	// RetryCount is the retries before the QP errors: 0..7.
 	RetryCount int `mapstructure:"retryCount" yaml:"retryCount" json:"retryCount"`
+	// IRNBDPFactor sets IRN's BDP flow-control cap in bandwidth-delay
+	// products of the fabric (base RTT plus the responder's ACK
+	// coalescing): 1, the IRN paper's, by default; 2 gives the sender room
+	// for the second RTT a hole takes to repair; 0 turns BDP-FC off.
+	IRNBDPFactor float64 `mapstructure:"irnBDPFactor" yaml:"irnBDPFactor" json:"irnBDPFactor"`
 }
 
-// RoCE congestion-control presets (package roce's names).
-var RoCECCPresets = []string{"dcqcn_hpcc", "dcqcn_paper", "dcqcn_aggressive", "dcqcn_most_aggressive", "timely", "none"}
+// RoCE congestion-control presets (package roce's names, in its order).
+var RoCECCPresets = []string{"dcqcn_hpcc", "dcqcn_hpcc_paper", "dcqcn_sigcomm15", "dcqcn_hpcc_g4_slow2", "dcqcn_hpcc_g16_slow4",
+	"timely_hpcc", "timely_sigcomm15", "none"}
+
+// RoCERenamedCCPresets are the RoCE preset names that were given up, each
+// with what it meant and its successor: refused, so that an old name never
+// silently means another preset (package roce's RenamedPresets).
+var RoCERenamedCCPresets = map[string]string{
+	"dcqcn_paper":           `was the DCQCN paper's event model, now "dcqcn_sigcomm15"; HPCC run.py's "dcqcn_paper" is "dcqcn_hpcc_paper"`,
+	"dcqcn_aggressive":      `is now "dcqcn_hpcc_g4_slow2" (dcqcn_hpcc with g ×4, recovery 2× slower)`,
+	"dcqcn_most_aggressive": `is now "dcqcn_hpcc_g16_slow4" (dcqcn_hpcc with g ×16, recovery 4× slower)`,
+	"timely":                `was the TIMELY paper's values, now "timely_sigcomm15"; HPCC's line-rate-scaled TIMELY is "timely_hpcc"`,
+}
 
 // RunConfig controls the run.
 type RunConfig struct {
@@ -398,7 +420,7 @@ func Default() Config {
 		Transport: TransportConfig{
 			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
 			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2},
-			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7},
+			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7, IRNBDPFactor: 1},
 		},
 		Run: RunConfig{
 			Pacing:           PacingSimulated,

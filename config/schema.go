@@ -54,6 +54,7 @@ var inlineRules = map[string]string{
 	"transport.mrc.rto":                     `or "": derived from the fabric (cluster.DefaultRTO)`,
 	"transport.mrc.tlpFactor":               "0 turns the probe off",
 	"transport.roce.timeout":                `or "": package roce's default`,
+	"transport.roce.irnBDPFactor":           "0 turns IRN's BDP-FC off; 1 is the IRN paper's cap",
 	"output.dir":                            "not empty",
 	"output.pcap":                           "each a port of this fabric (h<host>/p<plane> or a switch port, see CheckCapturePorts), no duplicates",
 	"output.pcapSnaplen":                    fmt.Sprintf("0 (whole frames) or %d..%d", MinPcapSnaplen, MaxPcapSnaplen),
@@ -68,11 +69,12 @@ var freeForm = map[string]string{
 // units names the unit of fields whose name or format does not say it
 // (*Bytes fields are bytes, speeds bit/s, durations a time).
 var units = map[string]string{
-	"fabric.mtu":              "bytes",
-	"transport.mrc.pmtu":      "bytes",
-	"transport.mrc.mprUnits":  "128 PSNs",
-	"transport.mrc.tlpFactor": "smoothed RTTs",
-	"run.realtimeSlowdown":    "wall s per simulated s",
+	"fabric.mtu":                  "bytes",
+	"transport.mrc.pmtu":          "bytes",
+	"transport.mrc.mprUnits":      "128 PSNs",
+	"transport.mrc.tlpFactor":     "smoothed RTTs",
+	"transport.roce.irnBDPFactor": "BDPs",
+	"run.realtimeSlowdown":        "wall s per simulated s",
 }
 
 // checkedWhen is when Validate checks a section's fields, or one field

@@ -50,9 +50,10 @@ func formatValue(v any) string {
 // Config to check): NaN and ±Inf are refused for each, on input and by
 // Validate.
 var floatRanges = map[string]string{
-	"fabric.queue.ecn.pmax":   "(0, 1]",
-	"run.realtimeSlowdown":    "[1, 1e+06]",
-	"transport.mrc.tlpFactor": "{0} ∪ [0.5, 64]",
+	"fabric.queue.ecn.pmax":       "(0, 1]",
+	"run.realtimeSlowdown":        "[1, 1e+06]",
+	"transport.mrc.tlpFactor":     "{0} ∪ [0.5, 64]",
+	"transport.roce.irnBDPFactor": "{0} ∪ [0.25, 16]",
 }
 
 type validator struct {
@@ -234,11 +235,19 @@ func (t *TransportConfig) validate(v *validator) {
 		v.add("transport.mrc.tlpFactor", "must be 0 (off) or in [0.5, 64]", f)
 	}
 	v.oneOf("transport.roce.reliability", t.RoCE.Reliability, "gbn", "irn")
-	v.oneOf("transport.roce.cc", t.RoCE.CC, RoCECCPresets...)
+	cc := t.RoCE.CC
+	if why, renamed := RoCERenamedCCPresets[cc]; renamed {
+		v.add("transport.roce.cc", fmt.Sprintf("%q is no longer a preset name: it %s; must be one of %s", cc, why, quoteAll(RoCECCPresets)), cc)
+		cc = RoCECCPresets[0] // reported; the rule is still recorded below
+	}
+	v.oneOf("transport.roce.cc", cc, RoCECCPresets...)
 	if t.RoCE.Timeout != "" {
 		v.positiveDuration("transport.roce.timeout", t.RoCE.Timeout, MaxTimeout)
 	}
 	v.intRange("transport.roce.retryCount", t.RoCE.RetryCount, 0, 7)
+	if f := t.RoCE.IRNBDPFactor; isFinite(f) && f != 0 && !(f >= 0.25 && f <= 16) { // NaN/Inf: finiteFloats
+		v.add("transport.roce.irnBDPFactor", "must be 0 (BDP-FC off) or in [0.25, 16]", f)
+	}
 }
 
 // Validate checks every field and returns all problems at once, joined with

@@ -58,8 +58,8 @@ one joined (payload elided). A DCQCN setting is the NIC's reaction point
 "default" is the HPCC ns-3 DCQCN preset (dcqcn_hpcc) with its ECN
 thresholds scaled to 400G (Kmin 1.6 MB, Kmax 6.4 MB, Pmax 0.2);
 "more aggressive" marks at the DCQCN paper's thresholds (5 KB / 200 KB /
-1%) and reacts with dcqcn_aggressive (g ×4, recovery 2× slower);
-"most aggressive" keeps those thresholds with dcqcn_most_aggressive (g ×16,
+1%) and reacts with dcqcn_hpcc_g4_slow2 (g ×4, recovery 2× slower);
+"most aggressive" keeps those thresholds with dcqcn_hpcc_g16_slow4 (g ×16,
 recovery 4× slower). Measured: the last-hop queue (T0 port to host 0)
 every µs, PAUSE frames sent by switches, drops, and the throughput into
 host 0's NIC. The window is from the second flow's start (from then on the
@@ -77,8 +77,8 @@ type dqSetting struct {
 
 var dqSettings = []dqSetting{
 	{"default (dcqcn_hpcc, ECN 1.6 MB / 6.4 MB / 0.2)", "default", "default", []string{"transport.roce.cc=dcqcn_hpcc", "fabric.queue.ecn.kminBytes=1600000", "fabric.queue.ecn.kmaxBytes=6400000", "fabric.queue.ecn.pmax=0.2"}},
-	{"more aggressive (dcqcn_aggressive, ECN 5 KB / 200 KB / 0.01)", "more", "more aggressive", []string{"transport.roce.cc=dcqcn_aggressive", "fabric.queue.ecn.kminBytes=5000", "fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}},
-	{"most aggressive (dcqcn_most_aggressive, ECN 5 KB / 200 KB / 0.01)", "most", "most aggressive", []string{"transport.roce.cc=dcqcn_most_aggressive", "fabric.queue.ecn.kminBytes=5000", "fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}},
+	{"more aggressive (dcqcn_hpcc_g4_slow2, ECN 5 KB / 200 KB / 0.01)", "more", "more aggressive", []string{"transport.roce.cc=dcqcn_hpcc_g4_slow2", "fabric.queue.ecn.kminBytes=5000", "fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}},
+	{"most aggressive (dcqcn_hpcc_g16_slow4, ECN 5 KB / 200 KB / 0.01)", "most", "most aggressive", []string{"transport.roce.cc=dcqcn_hpcc_g16_slow4", "fabric.queue.ecn.kminBytes=5000", "fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}},
 }
 
 // dqPhase is a stretch of the run: the window (from, to) or the time k

@@ -63,7 +63,7 @@ func TestZeroAllocsPerPacket(t *testing.T) {
 		case "irn/dcqcn":
 			c.Reliability = IRN
 		case "gbn/timely":
-			c.SetPreset("timely")
+			c.SetPreset("timely_hpcc")
 		case "irn/none":
 			c.Reliability, c.CC = IRN, CCNone
 		}

@@ -43,8 +43,11 @@ func (d *dcqcn) advance(now int64) {
 		return
 	}
 	for {
-		// Earliest due event; ties: α first (the decrease reads α), then
-		// the decrease check, then the increase timer.
+		// Earliest due event. Ties run as ns-3 runs same-time events, in
+		// the order they were scheduled: α first (the decrease reads α);
+		// the increase timer before the decrease check when it was
+		// scheduled earlier — HPCC's 300 µs timer, restarted by a cut,
+		// always lands on a 4 µs check, and its step runs first.
 		t, kind := int64(math.MaxInt64), 0
 		if d.c.AlphaPeriodic && d.alphaFlag && d.alphaNext <= now {
 			t, kind = d.alphaNext, 1
@@ -52,7 +55,8 @@ func (d *dcqcn) advance(now int64) {
 		if d.c.AlphaPeriodic && d.decFlag && d.decNext <= now && d.decNext < t {
 			t, kind = d.decNext, 2
 		}
-		if d.incArmed && d.incNext <= now && d.incNext < t {
+		if d.incArmed && d.incNext <= now && (d.incNext < t || d.incNext == t && kind == 2 &&
+			d.incNext-d.c.IncreaseTimerNs < d.decNext-d.c.DecreaseIntervalNs) {
 			t, kind = d.incNext, 3
 		}
 		switch kind {
@@ -186,7 +190,7 @@ type timely struct {
 	prevRTT  int64
 	rttDiff  float64
 	haveRTT  bool
-	negCount int
+	negCount int    // paper: non-positive gradients in a row; HPCCStages: increases in a row
 	nextSeq  uint64 // update when an ACK covers this sequence (once per RTT)
 }
 
@@ -211,6 +215,10 @@ func (t *timely) onRTT(rtt int64, ackSeq, sndMax uint64) {
 	t.prevRTT = rtt
 	t.rttDiff = (1-c.EWMAAlpha)*t.rttDiff + c.EWMAAlpha*newDiff
 	grad := t.rttDiff / float64(c.MinRTTNs)
+	if c.HPCCStages {
+		t.hpccUpdate(rtt, grad)
+		return
+	}
 	switch {
 	case rtt < c.TLowNs:
 		t.rate += float64(c.DeltaBps)
@@ -228,4 +236,31 @@ func (t *timely) onRTT(rtt int64, ackSeq, sndMax uint64) {
 		t.rate *= 1 - c.Beta*grad
 	}
 	t.rate = min(t.line, max(float64(c.MinRateBps), t.rate))
+}
+
+// hpccUpdate is HPCC ns-3's UpdateRateTimely: one stage count over every
+// increase (below T_low too), reset by any decrease; HAI from the
+// (HAIThreshold+1)-th increase in a row.
+func (t *timely) hpccUpdate(rtt int64, grad float64) {
+	c := t.c
+	inc, cut := true, 1.0
+	switch {
+	case rtt < c.TLowNs:
+	case rtt > c.THighNs:
+		inc, cut = false, 1-c.Beta*(1-float64(c.THighNs)/float64(rtt))
+	case grad <= 0:
+	default:
+		inc, cut = false, max(1-c.Beta*grad, 0)
+	}
+	if !inc {
+		t.rate = max(float64(c.MinRateBps), t.rate*cut)
+		t.negCount = 0
+		return
+	}
+	n := 1
+	if t.negCount >= c.HAIThreshold {
+		n = c.HAIFactor
+	}
+	t.rate = min(t.line, t.rate+float64(n)*float64(c.DeltaBps))
+	t.negCount++
 }

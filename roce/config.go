@@ -139,6 +139,12 @@ type TimelyConfig struct {
 	HAIThreshold int     // consecutive non-positive gradients before HAI (paper 5)
 	HAIFactor    int     // HAI multiplies δ by this (paper N = 5)
 	MinRateBps   int64
+	// HPCCStages counts increases as HPCC's ns-3 does (m_incStage): every
+	// increase, below T_low too, is a stage, any decrease resets the
+	// count, and an increase after HAIThreshold stages adds HAIFactor·δ.
+	// false (paper): only non-positive gradients in [T_low, T_high]
+	// count, and the HAIThreshold-th of them is the first HAI step.
+	HPCCStages bool
 }
 
 // DefaultLineRate is DefaultConfig's line rate.
@@ -165,20 +171,21 @@ func DefaultConfig() Config {
 			NackIntervalNs: 4_000,
 			LostRetxDetect: true,
 		},
-		CC:     CCDCQCN,
-		Timely: TimelyPaper(),
+		CC: CCDCQCN,
 	}
 	c.DCQCN = DCQCNHPCC(c.LineRateBps)
+	c.Timely = TimelyHPCC(c.LineRateBps)
 	return c
 }
 
-// DCQCNPaper returns the DCQCN paper's defaults (Zhu et al., SIGCOMM
-// 2015; PROTOCOLS.md §e, TARGETS T10): g = 1/256, CNP interval τ = 50 µs,
-// α timer τ′ = 55 µs, rate-increase timer T = 55 µs, byte counter
-// B = 10 MB, F = 5, R_AI = 40 Mb/s. R_HAI is not given there: 400 Mb/s
-// (10 × R_AI, QCN's ratio) is this package's assumption, as is MinRate
-// 1 Gb/s (the HPCC ns-3 value).
-func DCQCNPaper() DCQCNConfig {
+// DCQCNSigcomm15 returns the DCQCN paper's event model and defaults (Zhu
+// et al., SIGCOMM 2015; PROTOCOLS.md §e, TARGETS T10): every CNP cuts at
+// once, g = 1/256, CNP interval τ = 50 µs, α timer τ′ = 55 µs,
+// rate-increase timer T = 55 µs, byte counter B = 10 MB, F = 5, R_AI =
+// 40 Mb/s. R_HAI is not given there: 400 Mb/s (10 × R_AI, QCN's ratio) is
+// this package's assumption, as is MinRate 1 Gb/s (the HPCC ns-3 value).
+// This is not HPCC run.py's "dcqcn_paper" (DCQCNHPCCPaper).
+func DCQCNSigcomm15() DCQCNConfig {
 	return DCQCNConfig{
 		G:               1.0 / 256,
 		InitialAlpha:    1,
@@ -195,13 +202,13 @@ func DCQCNPaper() DCQCNConfig {
 	}
 }
 
-// DCQCNHPCC returns the DCQCN preset of HPCC's ns-3 run.py (PROTOCOLS.md
-// §e), which follows ConnectX firmware: timers only (no byte counter), α
-// update 1 µs, decrease check 4 µs, increase timer 300 µs, g = 1/256,
-// F = 1, R_AI = 5 Mb/s × bw/25G, R_HAI = 50 Mb/s × bw/25G, MinRate
-// 1 Gb/s, CLAMP = 0. The CNP interval (4 µs) is ConnectX's
+// DCQCNHPCC returns the DCQCN preset of HPCC's ns-3 run.py ("dcqcn";
+// PROTOCOLS.md §e), which follows ConnectX firmware: timers only (no byte
+// counter), α update 1 µs, decrease check 4 µs, increase timer 300 µs,
+// g = 1/256, F = 1, R_AI = 5 Mb/s × bw/25G, R_HAI = 50 Mb/s × bw/25G,
+// MinRate 1 Gb/s, CLAMP = 0. The CNP interval (4 µs) is ConnectX's
 // min_time_between_cnps: ns-3 flags every ECN-marked packet's ACK and
-// lets the 4 µs decrease check do the rate limiting.
+// lets the decrease check do the rate limiting.
 func DCQCNHPCC(lineRateBps int64) DCQCNConfig {
 	return DCQCNConfig{
 		G:                  1.0 / 256,
@@ -219,11 +226,22 @@ func DCQCNHPCC(lineRateBps int64) DCQCNConfig {
 	}
 }
 
+// DCQCNHPCCPaper returns HPCC run.py's "dcqcn_paper": DCQCNHPCC (the same
+// timer model, F = 1, scaled R_AI/R_HAI, CLAMP = 0) with the paper's
+// timer values: α update 50 µs, decrease check 50 µs, increase timer
+// 55 µs.
+func DCQCNHPCCPaper(lineRateBps int64) DCQCNConfig {
+	d := DCQCNHPCC(lineRateBps)
+	d.AlphaIntervalNs, d.DecreaseIntervalNs, d.IncreaseTimerNs = 50_000, 50_000, 55_000
+	return d
+}
+
 // scaleRate returns step × rate / 25 Gb/s, rounded down: a step given per
 // 25G of line rate (HPCC's model) scaled to rate. The product is formed in
-// 128 bits: step × rate overflows int64 above 184 Gb/s for a 50 Mb/s step.
-// It is exactly the int64 formula wherever that did not overflow; a rate
-// that is not positive (which Validate rejects) gives 0.
+// 128 bits: step × rate overflows int64 above 184 Gb/s for a 50 Mb/s step
+// (1.845 Tb/s for 5 Mb/s). It is exactly the int64 formula wherever that
+// did not overflow; a rate that is not positive (which Validate rejects)
+// gives 0.
 func scaleRate(step, rate int64) int64 {
 	if rate <= 0 || step <= 0 {
 		return 0
@@ -254,12 +272,13 @@ func DCQCNAggressive(base DCQCNConfig, level int) DCQCNConfig {
 	return base
 }
 
-// TimelyPaper returns TIMELY's parameters from the paper (Mittal et al.,
-// SIGCOMM 2015, also HPCC ns-3's defaults): T_low 50 µs, T_high 500 µs,
-// minRTT 20 µs, EWMA α 0.875, β 0.8, δ 10 Mb/s, HAI (5δ) after 5
-// consecutive non-positive gradients; MinRate 1 Gb/s (HPCC ns-3). The
-// paper updates once per completion event; this package once per RTT.
-func TimelyPaper() TimelyConfig {
+// TimelySigcomm15 returns TIMELY's parameters from the paper (Mittal et
+// al., SIGCOMM 2015, measured on 10G NICs): T_low 50 µs, T_high 500 µs,
+// minRTT 20 µs, EWMA α 0.875, β 0.8, δ 10 Mb/s, HAI (5δ) from the 5th
+// consecutive non-positive gradient; MinRate 1 Gb/s (HPCC ns-3). δ is not
+// scaled with the line rate. The paper updates once per completion event;
+// this package once per RTT.
+func TimelySigcomm15() TimelyConfig {
 	return TimelyConfig{
 		TLowNs:       50_000,
 		THighNs:      500_000,
@@ -273,30 +292,71 @@ func TimelyPaper() TimelyConfig {
 	}
 }
 
-// Presets lists the names SetPreset accepts.
-func Presets() []string {
-	return []string{"dcqcn_hpcc", "dcqcn_paper", "dcqcn_aggressive", "dcqcn_most_aggressive", "timely", "none"}
+// TimelyHPCC returns TIMELY as HPCC's ns-3 runs it (run.py "timely",
+// rdma-hw.cc UpdateRateTimely): the paper's T_low 50 µs, T_high 500 µs,
+// minRTT 20 µs, α 0.875 and β 0.8 (rdma-hw.cc defaults, which run.py does
+// not scale), δ = RATE_AI = bw Mb/s per Gb/s of line rate (rate/1000),
+// HAI = RATE_HAI = 5·bw Mb/s (5δ), MinRate 1 Gb/s, and its stage count:
+// every increase counts (below T_low too), any decrease resets it, and
+// the 6th increase in a row on is HAI (m_incStage ≥ 5).
+func TimelyHPCC(lineRateBps int64) TimelyConfig {
+	t := TimelySigcomm15()
+	t.DeltaBps = max(lineRateBps/1000, 1)
+	t.HPCCStages = true
+	return t
 }
 
-// SetPreset sets the congestion control to a named preset, using the
-// configured LineRateBps for rate-dependent values: "dcqcn_hpcc" (the
-// default), "dcqcn_paper", "dcqcn_aggressive" and "dcqcn_most_aggressive"
-// (DCQCNAggressive levels 1 and 2 of dcqcn_hpcc), "timely", "none".
+// Presets lists the names SetPreset accepts; each is named after its
+// source.
+func Presets() []string {
+	return []string{"dcqcn_hpcc", "dcqcn_hpcc_paper", "dcqcn_sigcomm15", "dcqcn_hpcc_g4_slow2", "dcqcn_hpcc_g16_slow4",
+		"timely_hpcc", "timely_sigcomm15", "none"}
+}
+
+// RenamedPresets maps each preset name that was given up to what the
+// name meant and where that is now. They are refused rather than kept as
+// aliases: "dcqcn_paper" was the DCQCN paper's event model, which HPCC's
+// run.py "dcqcn_paper" (a different preset) is not, so a result under the
+// old name could be mistaken for the other.
+func RenamedPresets() map[string]string {
+	return map[string]string{
+		"dcqcn_paper":           `was the DCQCN paper's event model, now "dcqcn_sigcomm15"; HPCC run.py's "dcqcn_paper" is "dcqcn_hpcc_paper"`,
+		"dcqcn_aggressive":      `is now "dcqcn_hpcc_g4_slow2" (dcqcn_hpcc with g ×4, recovery 2× slower)`,
+		"dcqcn_most_aggressive": `is now "dcqcn_hpcc_g16_slow4" (dcqcn_hpcc with g ×16, recovery 4× slower)`,
+		"timely":                `was the TIMELY paper's values, now "timely_sigcomm15"; HPCC's line-rate-scaled TIMELY is "timely_hpcc"`,
+	}
+}
+
+// SetPreset sets the congestion control to a named preset (Presets),
+// using the configured LineRateBps for rate-dependent values:
+// "dcqcn_hpcc" (DCQCNHPCC, the default), "dcqcn_hpcc_paper"
+// (DCQCNHPCCPaper), "dcqcn_sigcomm15" (DCQCNSigcomm15),
+// "dcqcn_hpcc_g4_slow2" and "dcqcn_hpcc_g16_slow4" (DCQCNAggressive
+// levels 1 and 2 of dcqcn_hpcc), "timely_hpcc" (TimelyHPCC),
+// "timely_sigcomm15" (TimelySigcomm15), "none". A renamed preset
+// (RenamedPresets) is refused with its new name.
 func (c *Config) SetPreset(name string) error {
 	switch name {
 	case "dcqcn_hpcc":
 		c.CC, c.DCQCN = CCDCQCN, DCQCNHPCC(c.LineRateBps)
-	case "dcqcn_paper":
-		c.CC, c.DCQCN = CCDCQCN, DCQCNPaper()
-	case "dcqcn_aggressive":
+	case "dcqcn_hpcc_paper":
+		c.CC, c.DCQCN = CCDCQCN, DCQCNHPCCPaper(c.LineRateBps)
+	case "dcqcn_sigcomm15":
+		c.CC, c.DCQCN = CCDCQCN, DCQCNSigcomm15()
+	case "dcqcn_hpcc_g4_slow2":
 		c.CC, c.DCQCN = CCDCQCN, DCQCNAggressive(DCQCNHPCC(c.LineRateBps), 1)
-	case "dcqcn_most_aggressive":
+	case "dcqcn_hpcc_g16_slow4":
 		c.CC, c.DCQCN = CCDCQCN, DCQCNAggressive(DCQCNHPCC(c.LineRateBps), 2)
-	case "timely":
-		c.CC, c.Timely = CCTimely, TimelyPaper()
+	case "timely_hpcc":
+		c.CC, c.Timely = CCTimely, TimelyHPCC(c.LineRateBps)
+	case "timely_sigcomm15":
+		c.CC, c.Timely = CCTimely, TimelySigcomm15()
 	case "none":
 		c.CC = CCNone
 	default:
+		if why, ok := RenamedPresets()[name]; ok {
+			return &ConfigError{Field: "preset", Reason: fmt.Sprintf("%q %s (have %v)", name, why, Presets())}
+		}
 		return &ConfigError{Field: "preset", Reason: fmt.Sprintf("unknown preset %q (have %v)", name, Presets())}
 	}
 	return nil

@@ -104,31 +104,42 @@
 //
 // Sending is rate based: data packets (retransmissions too) are paced at
 // the current rate, counting WireOverhead bytes of framing per packet, so
-// that "line rate" is the port's rate. When Send must wait it returns
-// false and Deadline reports when it may send. Flows start at line rate.
+// that "line rate" is the port's rate. The pacing clock is in
+// picoseconds and a packet sent in the nanosecond its deadline was
+// rounded up to keeps its exact start, so one QP reaches line rate at any
+// port rate and packet size. When Send must wait it returns false and
+// Deadline reports when it may send. Flows start at line rate.
 //
 // DCQCN (CC "dcqcn") implements the reaction point in both the paper's
 // event model and the ConnectX / HPCC ns-3 timer model (see DCQCNConfig),
 // and the notification point: a CE-marked data packet makes the responder
 // send a CNP (DSCPControl, not ECT) at most once per CNPIntervalNs. Its
 // timers run lazily: each input first runs the timer events due by then,
-// in time order, which gives the same rates as eagerly fired timers with
-// no wake-ups for idle QPs. TIMELY (CC "timely") adapts the rate to the
-// RTT gradient, with RTT samples taken from ACKs (send time of the
-// acknowledged packet; retransmitted packets give none), once per RTT.
-// "none" sends at line rate.
+// in time order — same-time events in the order ns-3 would run them, the
+// one scheduled first first — which gives the same rates as eagerly fired
+// timers with no wake-ups for idle QPs. TIMELY (CC "timely") adapts the
+// rate to the RTT gradient, with RTT samples taken from ACKs (send time
+// of the acknowledged packet; retransmitted packets give none), once per
+// RTT. "none" sends at line rate.
 //
-// Presets and where their numbers come from: DefaultConfig (go-back-N, the
-// HPCC ns-3 DCQCN preset, timeout 4.096 µs × 2^7 ≈ 524 µs, 7 retries, ACK
-// every 4 packets); DCQCNHPCC (HPCC ns-3 run.py: g 1/256, α/decrease/
-// increase timers 1/4/300 µs, F 1, RAI 5·bw/25 Mb/s, RHAI 50·bw/25 Mb/s,
-// scaled in 128-bit arithmetic so that they are exact at every port rate,
-// MinRate 1 Gb/s, CNP interval 4 µs as ConnectX); DCQCNPaper (DCQCN
-// paper: g 1/256, τ 50 µs, τ′ 55 µs, T 55 µs, B 10 MB, F 5, R_AI 40 Mb/s;
-// R_HAI 400 Mb/s and MinRate 1 Gb/s are assumptions); DCQCNAggressive
-// (this package's "more" and "most aggressive" variants for T6);
-// TimelyPaper (TIMELY paper: T_low 50 µs, T_high 500 µs, minRTT 20 µs,
-// EWMA 0.875, β 0.8, δ 10 Mb/s, HAI 5δ after 5 non-positive gradients).
+// Presets are named after their source (Presets, SetPreset); DefaultConfig
+// is go-back-N with dcqcn_hpcc, timeout 4.096 µs × 2^7 ≈ 524 µs, 7
+// retries, ACK every 4 packets. dcqcn_hpcc (DCQCNHPCC, HPCC ns-3 run.py
+// "dcqcn": g 1/256, α/decrease/increase timers 1/4/300 µs, F 1, RAI
+// 5·bw/25 Mb/s, RHAI 50·bw/25 Mb/s, scaled in 128-bit arithmetic so that
+// they are exact at every port rate, MinRate 1 Gb/s, CNP interval 4 µs as
+// ConnectX); dcqcn_hpcc_paper (DCQCNHPCCPaper, run.py "dcqcn_paper": the
+// same with timers 50/50/55 µs); dcqcn_sigcomm15 (DCQCNSigcomm15, the
+// DCQCN paper's event model: g 1/256, τ 50 µs, τ′ 55 µs, T 55 µs, B 10
+// MB, F 5, R_AI 40 Mb/s; R_HAI 400 Mb/s and MinRate 1 Gb/s are
+// assumptions); dcqcn_hpcc_g4_slow2 and dcqcn_hpcc_g16_slow4
+// (DCQCNAggressive, this package's "more" and "most aggressive" variants
+// for T6); timely_hpcc (TimelyHPCC, run.py "timely": the paper's T_low 50
+// µs, T_high 500 µs, minRTT 20 µs, EWMA 0.875, β 0.8, with δ = bw Mb/s,
+// HAI 5δ and ns-3's stage count); timely_sigcomm15 (TimelySigcomm15, the
+// paper's δ 10 Mb/s, HAI 5δ after 5 non-positive gradients). The old
+// names dcqcn_paper, dcqcn_aggressive, dcqcn_most_aggressive and timely
+// are refused with their successors (RenamedPresets).
 //
 // # Control packets
 //

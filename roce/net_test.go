@@ -472,20 +472,20 @@ func incast(t *testing.T, cfg Config, n int, stagger, dur int64, kmin, kmax int,
 }
 
 func TestNetDCQCNFairness(t *testing.T) {
-	for _, preset := range []string{"dcqcn_hpcc", "dcqcn_paper"} {
+	for _, preset := range []string{"dcqcn_hpcc", "dcqcn_sigcomm15"} {
 		t.Run(preset, func(t *testing.T) {
 			c := DefaultConfig()
 			c.SetPreset(preset)
 			// RED as the preset's source uses it: HPCC ns-3 at 100G
 			// (400 KB / 1600 KB / 0.2) or the DCQCN paper (5 / 200 KB / 1%).
 			kmin, kmax, pmax := 400_000, 1_600_000, 0.2
-			if preset == "dcqcn_paper" {
+			if preset == "dcqcn_sigcomm15" {
 				kmin, kmax, pmax = 5_000, 200_000, 0.01
 			}
 			// The paper's preset (RAI 40 Mb/s, Pmax 1% at 100G) converges
 			// slowly: allow it 50 ms, the timer preset 10 ms.
 			dur, bound := int64(30e6), int64(10e6)
-			if preset == "dcqcn_paper" {
+			if preset == "dcqcn_sigcomm15" {
 				dur, bound = 60e6, 50e6
 			}
 			r := incast(t, c, 2, 2e6, dur, kmin, kmax, pmax)

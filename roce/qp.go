@@ -2,6 +2,7 @@ package roce
 
 import (
 	"errors"
+	"math"
 
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -84,7 +85,7 @@ type QP struct {
 	rtoFrom int64 // when the timer was (re)started
 	rtoOn   bool
 
-	// pacing: the next send may go at lastSendPs + lastBits/rate
+	// pacing: the next send may go at lastSendPs + lastBits/rate (ps)
 	lastSendPs int64
 	lastBits   int64
 	sentAny    bool
@@ -507,14 +508,23 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 		q.paceWait = false
 		return verbs.Tx{}, false
 	}
-	// Pacing at the current rate.
+	// Pacing at the current rate, in picoseconds: the deadline is rounded
+	// up to the ns, but a packet sent within that ns starts at its exact
+	// time, so the fraction carries to the next gap instead of being lost
+	// on every packet (which cost 3.7% of 1.6T with 4 KB packets). A
+	// packet sent later than that (idle, or waiting for the port) starts
+	// at now: no credit is banked.
 	nowPs := now * 1000
+	startPs := nowPs
 	if q.sentAny {
-		at := q.lastSendPs + int64(float64(q.lastBits)*1e12/q.rate(now))
+		at := q.lastSendPs + int64(math.Round(float64(q.lastBits)*1e12/q.rate(now)))
 		if nowPs < at {
 			q.paceWait = true
 			q.paceAt = (at + 999) / 1000
 			return verbs.Tx{}, false
+		}
+		if nowPs-at < 1000 {
+			startPs = at
 		}
 	}
 	q.paceWait = false
@@ -524,7 +534,7 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 	} else {
 		q.stats.DataPacketsSent++
 	}
-	q.lastSendPs, q.lastBits, q.sentAny = nowPs, int64(tx.WireLen+q.cfg.WireOverhead)*8, true
+	q.lastSendPs, q.lastBits, q.sentAny = startPs, int64(tx.WireLen+q.cfg.WireOverhead)*8, true
 	if q.ccKind == 1 {
 		q.cc.onSent(tx.WireLen)
 	}
