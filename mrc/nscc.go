@@ -118,35 +118,42 @@ func ResolveNSCC(cfg *Config) NSCCParams {
 type Quadrant uint8
 
 const (
-	QNone           Quadrant = iota // no delay sample: no window decision
+	QNone           Quadrant = iota // disabled: no window decision
 	QFairIncrease                   // no ECN, delay ≥ target
 	QProportional                   // no ECN, delay < target
 	QFastIncrease                   // no ECN, delay < 1 µs for more than a cwnd
 	QMultiplicative                 // ECN, delay ≥ target (decrease if due)
 	QNoChange                       // ECN, delay < target: only the EV is penalised
 	QQuickAdapt                     // quick adapt fired
+	QIgnored                        // ECN inside the quick-adapt ignore window: nothing changes
 	numQuadrants
 )
 
+// largeDelayAlpha is update_delay's EWMA weight for samples over 5·base_rtt
+// (htsim hard-codes it; equal to the default DelayAlpha).
+const largeDelayAlpha = 0.0125
+
+// nscc follows uet-htsim's UecSrc (uec.cpp) field for field: the zero
+// times (lastDec, lastAdj, qaEnd) are htsim's initial zeros on the
+// simulation clock, not the flow's start.
 type nscc struct {
 	p        NSCCParams
 	disabled bool
 
 	cwnd     float64
-	inc      float64 // pending increase (bytes²), applied at fulfill
-	avgDelay float64
+	inc      float64 // _inc_bytes: pending increase (bytes²), applied at fulfill
+	avgDelay float64 // _avg_delay, ns
 
-	lastMD      int64
-	mdValid     bool
-	qaEnd       int64
-	achieved    float64
-	qaTrigger   bool
-	ignoreBytes float64
-	fastBytes   float64
-	adjBytes    float64
-	lastAdj     int64
-	lastEta     int64
-	started     bool
+	lastDec       int64   // _last_dec_time
+	qaEnd         int64   // _qa_endtime; 0: the first check only starts a period
+	achieved      float64 // _achieved_bytes in the current quick-adapt period
+	qaTrigger     bool    // _trigger_qa: set by a trim, cleared only when quick adapt fires
+	bytesIgnored  float64 // _bytes_ignored: received + nacked since quick adapt fired
+	bytesToIgnore float64 // _bytes_to_ignore: in flight when it fired
+	fiCount       float64 // _fi_count: bytes acked with delay < 1 µs in a row
+	fastInc       bool    // _increase: fast increase stays on while delay < 1 µs
+	received      float64 // _received_bytes since the last fulfill
+	lastAdj       int64   // _last_adjust_time: advances only when eta is added
 
 	quadrants [numQuadrants]uint64
 }
@@ -155,6 +162,7 @@ func (c *nscc) init(p NSCCParams, disabled bool) {
 	*c = nscc{p: p, disabled: disabled, cwnd: p.MaxWnd}
 }
 
+// clamp is htsim's set_cwnd_bounds: [MTU, maxwnd].
 func (c *nscc) clamp() {
 	if c.cwnd > c.p.MaxWnd {
 		c.cwnd = c.p.MaxWnd
@@ -167,16 +175,8 @@ func (c *nscc) clamp() {
 // window returns cwnd in bytes.
 func (c *nscc) window() int64 { return int64(c.cwnd) }
 
-func (c *nscc) start(now int64) {
-	if !c.started {
-		c.started = true
-		c.qaEnd = now + int64(c.p.BaseRTT+c.p.Target)
-		c.lastAdj, c.lastEta = now, now
-	}
-}
-
 // onRTT folds a raw RTT sample into base_rtt (its minimum) and recomputes
-// BDP and maxwnd from it.
+// BDP and maxwnd from it (update_base_rtt).
 func (c *nscc) onRTT(rtt int64) {
 	r := float64(rtt)
 	if r <= 0 || r >= c.p.BaseRTT {
@@ -193,150 +193,194 @@ func (c *nscc) onRTT(rtt int64) {
 	}
 }
 
-// quickAdapt runs the once-per-(base_rtt+target) quick-adapt check and
-// reports whether it fired.
-func (c *nscc) quickAdapt(now int64, delay float64, inflight int64) bool {
-	if c.p.DisableQA || now < c.qaEnd {
-		return false
+// updateDelay is htsim's update_delay: folds a queueing-delay sample into
+// avg_delay. An unmarked sample over target counts as 0.25·base_rtt (the
+// delay is not the sender's queue); one over 5·base_rtt uses htsim's fixed
+// weight.
+func (c *nscc) updateDelay(d float64, skip bool) {
+	switch {
+	case !skip && d > c.p.Target:
+		c.avgDelay += c.p.DelayAlpha * (0.25*c.p.BaseRTT - c.avgDelay)
+	case d > 5*c.p.BaseRTT:
+		c.avgDelay += largeDelayAlpha * (d - c.avgDelay)
+	default:
+		c.avgDelay += c.p.DelayAlpha * (d - c.avgDelay)
 	}
-	fired := false
-	if (c.qaTrigger || delay > c.p.QAThreshold) && c.achieved < float64(int64(c.p.MaxWnd)>>c.p.QAGate) {
-		c.cwnd = c.achieved
-		c.clamp()
-		c.ignoreBytes = float64(inflight)
-		c.inc = 0
-		fired = true
-		c.quadrants[QQuickAdapt]++
-	}
-	c.qaTrigger = false
-	c.achieved = 0
-	c.qaEnd = now + int64(c.p.BaseRTT+c.p.Target)
-	return fired
 }
 
-// onAck processes one SACK/ACK: acked newly acknowledged bytes, delay the
-// queueing delay of its RTT sample (hasDelay false: none), ecn the echoed
-// CE mark. It returns the quadrant taken.
+// quickAdapt is htsim's quick_adapt. It reports true, and the caller
+// changes nothing more, when a skip (ECN or trim) arrives inside the
+// ignore window, or when quick adapt fires: cwnd = achieved bytes of the
+// period, and the next in-flight bytes' marks are ignored. The period
+// (base_rtt + target) restarts whenever it has elapsed, fired or not.
+func (c *nscc) quickAdapt(now int64, isLoss, skip bool, delay float64, inflight float64) (ignored, fired bool) {
+	if c.p.DisableQA {
+		return false, false
+	}
+	if c.bytesIgnored < c.bytesToIgnore && skip {
+		ignored = true
+	} else if now > c.qaEnd {
+		if c.qaEnd != 0 && (c.qaTrigger || isLoss || delay > c.p.QAThreshold) &&
+			c.achieved < float64(int64(c.p.MaxWnd)>>c.p.QAGate) {
+			c.cwnd = max(c.achieved, c.p.MTU)
+			c.bytesToIgnore = inflight
+			c.bytesIgnored = 0
+			c.qaTrigger = false
+			fired = true
+			c.quadrants[QQuickAdapt]++
+		}
+		c.achieved = 0
+		c.qaEnd = now + int64(c.p.BaseRTT+c.p.Target)
+	}
+	if ignored || fired {
+		c.inc = 0
+		c.received = 0
+	}
+	return ignored, fired
+}
+
+// onAck processes one SACK/ACK (htsim's processAck NSCC part and
+// updateCwndOnAck_NSCC): acked newly acknowledged bytes, delay the queueing
+// delay of its RTT sample (hasDelay false: none, and avg_delay stands in
+// for it), ecn the echoed CE mark, inflight the bytes still in flight. It
+// returns the quadrant taken.
 func (c *nscc) onAck(now int64, acked int64, delay int64, hasDelay, ecn bool, inflight int64) Quadrant {
 	if c.disabled {
 		return QNone
 	}
-	c.start(now)
 	a := float64(acked)
 	c.achieved += a
-	d := float64(delay)
-	if !hasDelay {
-		d = 0
+	c.received += a
+	c.bytesIgnored += a
+	d := c.avgDelay
+	if hasDelay {
+		d = float64(delay)
+		c.updateDelay(d, ecn)
 	}
-	q := QNone
-	if c.quickAdapt(now, d, inflight) {
-		q = QQuickAdapt
-	} else {
-		if c.ignoreBytes > 0 {
-			c.ignoreBytes -= a
-			ecn = false
-		}
-		if hasDelay {
-			q = c.quadrant(now, a, d, ecn)
-		} else if ecn {
-			q = QNoChange
-		}
+	if ignored, fired := c.quickAdapt(now, false, ecn, d, float64(inflight)); fired {
+		return QQuickAdapt
+	} else if ignored {
+		c.quadrants[QIgnored]++
+		return QIgnored
 	}
-	c.fulfill(now, a)
+	q := c.quadrant(now, a, d, ecn)
+	c.clamp()
+	if c.received > c.p.AdjBytes || float64(now-c.lastAdj) > c.p.AdjPeriod {
+		c.fulfill(now)
+	}
+	c.clamp()
 	c.quadrants[q]++
 	return q
 }
 
-func (c *nscc) updateAvg(sample float64) {
-	c.avgDelay += c.p.DelayAlpha * (sample - c.avgDelay)
-}
-
 func (c *nscc) quadrant(now int64, a, d float64, ecn bool) Quadrant {
-	sample := d
-	if !ecn && d > c.p.Target {
-		sample = 0.25 * c.p.BaseRTT
-	}
-	c.updateAvg(sample)
-	if !ecn && d < fastIncreaseDelay {
-		c.fastBytes += a
-	} else {
-		c.fastBytes = 0
-	}
 	switch {
 	case !ecn && d >= c.p.Target:
 		c.inc += c.p.Fi * a
 		return QFairIncrease
 	case !ecn:
-		if c.fastBytes > c.cwnd {
-			c.cwnd += a * c.p.FiScale
-			c.clamp()
+		if c.fastIncrease(a, d) {
 			return QFastIncrease
 		}
 		c.inc += c.p.Alpha * a * (c.p.Target - d)
 		return QProportional
 	case d >= c.p.Target:
-		if (!c.mdValid || float64(now-c.lastMD) >= c.p.BaseRTT) && c.avgDelay > c.p.Target {
-			f := 1 - c.p.Gamma*(c.avgDelay-c.p.Target)/c.avgDelay
-			if f < 1-c.p.MaxMDJump {
-				f = 1 - c.p.MaxMDJump
-			}
-			c.cwnd *= f
-			c.clamp()
-			c.lastMD, c.mdValid = now, true
-		}
+		c.multiplicativeDecrease(now)
 		return QMultiplicative
 	default:
 		return QNoChange
 	}
 }
 
-// fulfill applies the accumulated increase every AdjBytes acked or every
-// AdjPeriod, adding eta once per period.
-func (c *nscc) fulfill(now int64, a float64) {
-	c.adjBytes += a
-	if c.adjBytes < c.p.AdjBytes && float64(now-c.lastAdj) < c.p.AdjPeriod {
-		return
+// fastIncrease is htsim's fast_increase (reached only from proportional
+// increase): once more than a cwnd was acked with delay < 1 µs, every such
+// ACK grows cwnd by fi_scale·acked, until a delay of 1 µs or more.
+func (c *nscc) fastIncrease(a, d float64) bool {
+	if d < fastIncreaseDelay {
+		c.fiCount += a
+		if c.fiCount > c.cwnd || c.fastInc {
+			c.cwnd += a * c.p.FiScale
+			c.fastInc = true
+			return true
+		}
+	} else {
+		c.fiCount = 0
 	}
-	if c.cwnd > 0 {
-		c.cwnd += c.inc / c.cwnd
-	}
-	c.inc = 0
-	c.adjBytes = 0
-	c.lastAdj = now
-	if float64(now-c.lastEta) >= c.p.AdjPeriod {
-		c.cwnd += c.p.Eta
-		c.lastEta = now
-	}
-	c.clamp()
+	c.fastInc = false
+	return false
 }
 
-// onTrim reacts to a trim NACK of nacked bytes: a delay sample of base_rtt
-// + network_rtt, the quick-adapt trigger, and unless quick adapt fires a
-// decrease by the trimmed bytes. It reports whether quick adapt fired.
+// multiplicativeDecrease is htsim's multiplicative_decrease: it ends fast
+// increase even when it does not decrease.
+func (c *nscc) multiplicativeDecrease(now int64) {
+	c.fastInc = false
+	c.fiCount = 0
+	avg := c.avgDelay
+	if avg > c.p.Target && float64(now-c.lastDec) > c.p.BaseRTT {
+		f := 1 - c.p.Gamma*(avg-c.p.Target)/avg
+		if f < 1-c.p.MaxMDJump {
+			f = 1 - c.p.MaxMDJump
+		}
+		c.cwnd = max(c.cwnd*f, c.p.MTU)
+		c.lastDec = now
+	}
+}
+
+// fulfill is htsim's fulfill_adjustment: the accumulated increase, and eta
+// once the adjust period has elapsed since eta was last added.
+func (c *nscc) fulfill(now int64) {
+	c.cwnd += c.inc / c.cwnd
+	if float64(now-c.lastAdj) >= c.p.AdjPeriod {
+		c.cwnd += c.p.Eta
+		c.lastAdj = now
+	}
+	c.inc = 0
+	c.received = 0
+}
+
+// onTrim reacts to a trim NACK of nacked bytes (updateCwndOnNack_NSCC):
+// a delay sample of network_rtt (htsim feeds base_rtt + network_rtt as the
+// RTT), the quick-adapt trigger, and unless quick adapt fires or the trim
+// falls in the ignore window, cwnd −= the trimmed bytes. inflight excludes
+// the trimmed packet (qp.go takes it out first); htsim's in_flight still
+// holds it when it sets the ignore window, so it is added back. It
+// reports whether quick adapt fired.
 func (c *nscc) onTrim(now int64, nacked int64, inflight int64) bool {
 	if c.disabled {
 		return false
 	}
-	c.start(now)
-	c.updateAvg(c.p.BaseRTT + c.p.NetworkRTT)
+	n := float64(nacked)
+	c.bytesIgnored += n
+	c.updateDelay(c.p.NetworkRTT, true)
 	c.qaTrigger = true
-	if c.quickAdapt(now, 0, inflight) {
-		return true
+	ignored, fired := c.quickAdapt(now, true, true, 0, float64(inflight)+n)
+	if fired || ignored {
+		return fired
 	}
-	c.cwnd -= float64(nacked)
+	c.cwnd -= n
 	c.clamp()
 	return false
 }
 
-// onTimeout reacts to an ACK timeout of a packet of bytes.
-func (c *nscc) onTimeout(bytes int64) {}
+// onTimeout reacts to the ACK timeout of a packet of bytes
+// (mark_packet_for_retransmission): cwnd shrinks by the packet, to no less
+// than one MTU. It sets no quick-adapt trigger.
+func (c *nscc) onTimeout(bytes int64) {
+	if c.disabled {
+		return
+	}
+	c.cwnd = max(c.cwnd-float64(bytes), c.p.MTU)
+}
 
-// onLoss sets the quick-adapt trigger (timeout or fast-loss detection).
-func (c *nscc) onLoss() { c.qaTrigger = true }
+// onLoss is told of a fast-loss (SLEEK) detection or a timeout. htsim's
+// NSCC does not react to either (neither sets _trigger_qa; the timeout's
+// cut is onTimeout), so neither does this.
+func (c *nscc) onLoss() {}
 
 // onPenalty applies the responder's rcv_cwnd_pen (0..127): the window is
 // capped at maxwnd·(128−pen)/128, so 64 halves it and 127 leaves one packet
-// per RTT.
+// per RTT. This is MRC's scale [S4], a deliberate departure from htsim's
+// cwnd −= newly_rcvd·(1 − pen/255) on a 0–255 scale.
 func (c *nscc) onPenalty(pen uint8) {
 	if c.disabled || pen == 0 {
 		return
