@@ -437,8 +437,9 @@ func TestNACKRetry(t *testing.T) {
 func TestRetryExhaustion(t *testing.T) {
 	cfg := smallCfg()
 	cfg.RetryLinear, cfg.RetryExp = 2, 2
-	cfg.ProbeInterval = 1 << 40 // keep probe deadlines out of the timer gaps
-	cfg.TLPFactor = 0           // … and the tail-loss probe
+	cfg.RetryScope = RetryPacket // the per-packet schedule (spec_req_test.go has the connection's)
+	cfg.ProbeInterval = 1 << 40  // keep probe deadlines out of the timer gaps
+	cfg.TLPFactor = 0            // … and the tail-loss probe
 	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 3*pmtu, 0)
 	a.write(b, 2, verbs.OpWriteImm, 64<<10, pmtu, 1)
@@ -666,7 +667,9 @@ func activeOf(q *QP, plane int) []uint32 {
 }
 
 func TestECNEchoSkip(t *testing.T) {
-	a, b := newPair(t, smallCfg(), 1<<20)
+	cfg := smallCfg()
+	cfg.MPR = 4 // two rotations of a plane's active set need more than 128 PSNs in flight
+	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 2*pmtu, 0)
 	pa := a.drain(0, 0xf)
 	rx := pa[0].rx()
