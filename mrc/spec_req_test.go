@@ -1,6 +1,7 @@
 package mrc
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vcluster/vcluster/verbs"
@@ -325,5 +326,23 @@ func TestSpecEVChanges(t *testing.T) {
 		dst = a.q.PollEVChanges(dst[:0])
 	}); allocs != 0 {
 		t.Fatalf("%v allocations per change once drained", allocs)
+	}
+}
+
+func TestSpecConfigValidate(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"RetryScope":    func(c *Config) { c.RetryScope = "qp" },
+		"LossDetection": func(c *Config) { c.LossDetection = "" },
+	} {
+		c := DefaultConfig()
+		mod(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "Config."+name) || !strings.Contains(err.Error(), "must be") {
+			t.Errorf("%s: %v, want it rejected by name with the allowed values", name, err)
+		}
+	}
+	c := DefaultConfig()
+	if c.MPR != 1 || c.RetryScope != RetryConnection || c.LossDetection != LossOOO || c.rto() != 32768 {
+		t.Fatalf("defaults: MPR %d, %s, %s, RTO %d", c.MPR, c.RetryScope, c.LossDetection, c.rto())
 	}
 }
