@@ -435,8 +435,8 @@ func nicDownTransfer(t *testing.T, c *Cluster, down int, limit sim.Time) (*Trans
 
 // Every NIC port of the receiver dies for good mid-transfer: no path is
 // left and the peer cannot even send a Port Status Update. The sender's
-// packets time out; the retry limit (13 timeouts, ≈ 4.7 ms with the
-// default 65.5 µs RTO; here the derived RTO) must fire: the QP goes to
+// packets time out; the retry limit (13 timeouts, ≈ 2.3 ms with the
+// default 32.8 µs RTO; here the derived RTO) must fire: the QP goes to
 // ERROR and every work request completes, the failing one with
 // StatusRetryExceeded — no hang until a deadline.
 func TestMRCPeerNICDownFailsQP(t *testing.T) {

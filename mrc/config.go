@@ -53,10 +53,12 @@ type Config struct {
 	PMTU int
 	// MPR is the maximum PSN range offered to the peer, in units of 128
 	// PSNs (1..255). It bounds both the receive window and what the
-	// requester sends beyond cack. Default 4 (512 PSNs = 2 MiB): at 400 Gb/s
-	// and 10 µs the BDP is ~122 packets and NSCC's maxwnd 1.5 BDP ≈ 183, so
-	// one unit (128) would cap throughput below line rate; 512 leaves room
-	// for maxwnd plus ~2 RTTs of reordering/repair while the oldest hole is
+	// requester sends beyond cack. Default 1 unit (128 PSNs = 512 KiB), the
+	// spec's. The requester follows the MPR of the latest SACK (Dynamic
+	// MPR), never beyond the value negotiated at Connect. At 400 Gb/s and
+	// 10 µs one unit (≈ 1.05 BDP) caps a QP below line rate: that is the
+	// protocol's behaviour (docs/transports.md has the numbers); 4 units
+	// leave room for NSCC's maxwnd (1.5 BDP) plus repair while a hole is
 	// outstanding.
 	MPR int
 	// MaxWImm bounds the WriteImm operations in flight (the value offered
@@ -66,27 +68,45 @@ type Config struct {
 	// arrived since the last one.
 	SackThresholdBytes int
 	// Timeout is the local ACK timeout exponent: RTO = 1.024 µs × 2^Timeout
-	// (0..24). Default 5 ≈ 32.8 µs, about 3 RTTs of a 10 µs fabric. The
-	// cluster always sets RTO instead, from the path (cluster.DefaultRTO).
+	// (0..24; the spec gives only this formula). Default 5 = 32.768 µs,
+	// about 3 RTTs of a 10 µs fabric. The cluster always sets RTO instead,
+	// from the path (cluster.DefaultRTO).
 	Timeout int
 	// RTO, when > 0, overrides Timeout with a retransmission timeout in ns.
 	RTO int64
-	// RetryLinear (0..7) timeouts of one packet are retried at the fixed
-	// RTO; then RetryExp (0..25) more with the timeout doubling per attempt.
-	// RetryExp 25 means retry forever. Defaults 7 and 5: a packet fails the
-	// QP at its 13th timeout, 8 + 2 + 4 + 8 + 16 + 32 = 70 RTOs after it
-	// was first sent (2.3 ms with the default 32.8 µs RTO, 18.4 ms with
-	// cluster C's derived 263 µs). The clock keeps running while a lost
-	// packet waits for a retransmission it cannot get (no plane, no EV), and
-	// a QP with work, nothing outstanding and no path runs the same
-	// schedule itself: when every path is gone the QP fails, it does not
-	// wait forever.
+	// RetryLinear (0..7) and RetryExp (0..25) are the retry limits: a
+	// packet's timer is the base RTO for its first RetryLinear timeouts,
+	// then doubles per timeout (a retransmission's timer starts from the
+	// base RTO; the backoff follows that packet's own attempts). RetryExp 25
+	// means retry forever. Defaults 7 and 5: the QP fails
+	// (StatusRetryExceeded) at the 13th retry its RetryScope counts.
 	RetryLinear int
 	RetryExp    int
-	// SleekFactor and SleekMinPackets parametrise the fast-loss rule
-	// (SLEEK-like): an unacknowledged packet is declared lost once packets
-	// sent ≥ max(SleekMinPackets, min(SleekFactor·cwnd, maxwnd)) packets
-	// after it have been acknowledged.
+	// RetryScope is what counts retries (timeouts and retry-counting
+	// NACKs: NO_BITMAP, NO_PKT_BUFFER, NO_RESOURCE, PSN_OOR_WINDOW) toward
+	// the limit. RetryConnection (the default, the spec's): one counter per
+	// QP, reset on forward progress — a PSN newly acknowledged, by the
+	// cumulative ack or the SACK bitmap (the spec text is silent on the
+	// reset; RoCE/IB reset theirs on progress) — so 13 timeouts without
+	// progress fail the QP, however many packets they belong to. (Reset on
+	// cumulative progress only, a packet sprayed onto a dead plane or a
+	// burst of losses under reordering fails a QP whose other paths work.) RetryPacket: each packet counts its own, and
+	// a packet fails the QP at its 13th timeout, 8 + 2 + 4 + 8 + 16 + 32 =
+	// 70 RTOs after it was first sent. Under either, a packet found lost
+	// keeps its clock running while it waits for a retransmission it
+	// cannot get (no plane, no EV), and a QP with work, nothing outstanding
+	// and no path runs the same schedule itself: when every path is gone
+	// the QP fails, it does not wait forever.
+	RetryScope RetryScope
+	// LossDetection selects the fast-loss rule: LossOOO (the default, [I]
+	// SLEEK as in htsim's runSleek) or LossPerHole (vcluster's earlier
+	// per-packet rule). See the package documentation.
+	LossDetection LossDetection
+	// SleekFactor and SleekMinPackets parametrise the fast-loss threshold
+	// max(SleekMinPackets, min(SleekFactor·cwnd, maxwnd)) packets: under
+	// LossOOO, the responder's out-of-order count (CC_STATE) reaching it
+	// starts loss recovery; under LossPerHole, an unacknowledged packet is
+	// lost once that many packets sent after it have been acknowledged.
 	SleekFactor     float64
 	SleekMinPackets int
 	// TLPFactor arms the tail-loss probe: when data is in flight, nothing
@@ -144,13 +164,38 @@ type NSCCConfig struct {
 	DelayAlpha            float64 // avg_delay EWMA weight (0.0125)
 }
 
+// RetryScope says what the retry limit counts (Config.RetryScope).
+type RetryScope string
+
+const (
+	// RetryConnection: one counter per QP (the spec's), reset on
+	// cumulative-ack progress.
+	RetryConnection RetryScope = "connection"
+	// RetryPacket: each packet's own timeouts and retry-counting NACKs.
+	RetryPacket RetryScope = "packet"
+)
+
+// LossDetection names the fast-loss rule (Config.LossDetection).
+type LossDetection string
+
+const (
+	// LossOOO is SLEEK as the spec digest and htsim define it: when the
+	// out-of-order count in a SACK's CC_STATE reaches the threshold, enter
+	// loss recovery and retransmit the unacknowledged PSNs from cack up to
+	// one cwnd.
+	LossOOO LossDetection = "ooo"
+	// LossPerHole: a packet is lost once packets sent threshold later were
+	// acknowledged (vcluster's earlier rule).
+	LossPerHole LossDetection = "per-hole"
+)
+
 // DefaultConfig returns the defaults: 4 planes of a 400 Gb/s NIC, 10 µs
 // base RTT, ECMP-mode EVs (PathsPerPlane 0), 128 EVs with an active set of
 // min(2 BDP, 100) packets and a floor of 8, reshuffle every 100 µs,
 // next-rotation SKIP, probes of ASSUMED_BAD EVs every 500 µs, PMTU 4096,
-// MPR 4 units, MaxWImm 16, SACK every 16 KiB, RTO ≈ 32.8 µs (Timeout 5),
-// retries 7 linear + 5 exponential, SLEEK 1.5·cwnd with a 5-packet
-// minimum, tail-loss probe after 2 smoothed RTTs, trim reaction on, NSCC
+// MPR 1 unit, MaxWImm 16, SACK every 16 KiB, RTO 32.768 µs (Timeout 5),
+// retries 7 linear + 5 exponential counted per connection, SLEEK on the
+// out-of-order count with a threshold of 1.5·cwnd and a 5-packet minimum, tail-loss probe after 2 smoothed RTTs, trim reaction on, NSCC
 // constants derived (see ResolveNSCC).
 //
 // MaxWImm 16 is a responder-resource default: with 64 KiB or larger
@@ -170,12 +215,14 @@ func DefaultConfig() Config {
 		ProbeInterval:      500_000,
 		EVLossThreshold:    2,
 		PMTU:               4096,
-		MPR:                4,
+		MPR:                1,
 		MaxWImm:            16,
 		SackThresholdBytes: 16 << 10,
 		Timeout:            5,
 		RetryLinear:        7,
 		RetryExp:           5,
+		RetryScope:         RetryConnection,
+		LossDetection:      LossOOO,
 		SleekFactor:        1.5,
 		SleekMinPackets:    5,
 		TLPFactor:          2,
@@ -225,6 +272,10 @@ func (c *Config) Validate() error {
 		return bad("RetryLinear", "must be 0..7")
 	case c.RetryExp < 0 || c.RetryExp > 25:
 		return bad("RetryExp", "must be 0..25 (25 = infinite)")
+	case c.RetryScope != RetryConnection && c.RetryScope != RetryPacket:
+		return bad("RetryScope", fmt.Sprintf("is %q, must be %q or %q", c.RetryScope, RetryConnection, RetryPacket))
+	case c.LossDetection != LossOOO && c.LossDetection != LossPerHole:
+		return bad("LossDetection", fmt.Sprintf("is %q, must be %q or %q", c.LossDetection, LossOOO, LossPerHole))
 	case !(c.SleekFactor > 0) || math.IsInf(c.SleekFactor, 1):
 		return bad("SleekFactor", "must be a finite number > 0")
 	case c.SleekMinPackets < 1:

@@ -49,34 +49,43 @@
 // WRs are segmented in post order into PSN-numbered packets of PMTU bytes;
 // every packet is self-describing (RETH), so the responder places it
 // wherever it lands. A packet may be sent when its PSN ≤ cack + MPR (the
-// peer's window), cwnd ≥ inflight + its length, and (for the first packet of
-// a WriteImm) fewer than MaxWImm WriteImms are in flight; otherwise the WR
-// waits. Each packet goes on an EV picked at send time (see Spraying).
-// AckReq is set on the last packet of a message and whenever a packet
-// closes the window (cwnd or MPR).
+// MPR of the latest SACK — Dynamic MPR — never beyond the one negotiated
+// at Connect; a shrink recalls nothing already sent), cwnd ≥ inflight +
+// its length, and (for the first packet of a WriteImm) fewer than MaxWImm
+// WriteImms are in flight; otherwise the WR waits. Each packet goes on an
+// EV picked at send time (see Spraying). AckReq is set on the last packet
+// of a message and whenever a packet closes the window (cwnd or MPR).
 //
-// Every transmission has its own ACK timer (RTO for RetryLinear timeouts of
-// that packet, then doubling per timeout for RetryExp more; a packet that
-// exceeds the sum fails the QP with StatusRetryExceeded, the others flush,
-// and Err says why; RetryExp 25 retries forever). The timer keeps running
-// while a packet found lost waits for its retransmission, so a packet with
-// no plane or EV left to go on still reaches its limit; a QP with work,
-// nothing outstanding and no path at all runs the same schedule on its
-// own clock. Deadline exposes the earliest timer.
+// Every transmission has its own ACK timer: the base RTO (1.024 µs ×
+// 2^Timeout, default 32.768 µs, or Config.RTO) for that packet's first
+// RetryLinear timeouts, then doubling per timeout of that packet. Retries
+// — timeouts and the NACKs NO_BITMAP/NO_PKT_BUFFER/NO_RESOURCE/
+// PSN_OOR_WINDOW — count toward the limit RetryLinear+RetryExp (RetryExp
+// 25 retries forever) per connection by default (RetryScope, the spec's:
+// one counter, reset whenever a PSN is newly acknowledged) or per packet.
+// Beyond it the QP fails: the WR concerned completes StatusRetryExceeded,
+// the others flush, and Err says why. The timer keeps running while a
+// packet found lost waits for its retransmission, so a packet with no
+// plane or EV left to go on still counts; a QP with work, nothing
+// outstanding and no path at all runs the same schedule on its own clock.
+// Deadline exposes the earliest timer.
 // Retransmissions carry rtx, DSCP TRIMMABLE_RETX, go before new data, obey
 // cwnd and take a new EV (never the lost transmission's; after a timeout,
 // another plane if one qualifies). Losses are found by:
 //   - NACK TRIMMED: retransmit at once, EV → SKIP, NSCC trim reaction;
 //     TRIMMED_LASTHOP: the same without the EV penalty.
 //   - NACK NO_BITMAP/NO_PKT_BUFFER/NO_RESOURCE/PSN_OOR_WINDOW: retransmit,
-//     counting toward the packet's retry limit; UNEXP_EVENT: QP error,
-//     StatusRemoteOp.
-//   - the fast-loss rule [I] (SLEEK borrowed, applied per hole): a
-//     transmission is lost once transmissions sent at least max(
-//     SleekMinPackets, min(SleekFactor·cwnd, maxwnd)) packets after it have
-//     been acknowledged (first transmissions only count). Silent losses
-//     found this way count against their EV: EVLossThreshold (2)
-//     consecutive ones make it ASSUMED_BAD.
+//     counting a retry; UNEXP_EVENT: QP error, StatusRemoteOp.
+//   - the fast-loss rule [I] (LossDetection). LossOOO (default, htsim's
+//     SLEEK): when a SACK's out-of-order count (CC_STATE) reaches
+//     max(SleekMinPackets, min(SleekFactor·cwnd, maxwnd)) packets, loss
+//     recovery starts (its end: the highest PSN sent so far); each SACK
+//     while it lasts retransmits the unacknowledged PSNs in [cack+1,
+//     min(end, cack+1+cwnd packets)) not yet retransmitted in it.
+//     LossPerHole: a transmission is lost once transmissions sent that
+//     threshold later have been acknowledged (first transmissions only).
+//     Silent losses found either way count against their EV:
+//     EVLossThreshold (2) consecutive ones make it ASSUMED_BAD.
 //   - the tail-loss probe (TLPFactor, default 2): after TLPFactor ×
 //     the smoothed RTT without a transmission or a new acknowledgement,
 //     with data in flight and nothing queued for retransmission, the last
@@ -84,7 +93,7 @@
 //     acknowledged, every transmission sent before it and still missing
 //     is lost (as by the fast-loss rule).
 //   - timeouts: retransmit, EV → ASSUMED_BAD (a silent loss means a failed
-//     path).
+//     path), NSCC's timeout reaction (onTimeout).
 //
 // WRs complete in post order once cumulatively acknowledged.
 //
@@ -142,6 +151,12 @@
 // ApplyPortStatus with a peer's Port Status Update) takes a plane out of
 // and back into use.
 //
+// With SkipDuration > 0 only GOOD EVs carry data: an active EV put in SKIP
+// is swapped for a GOOD backup of the same plane (if there is one) and is
+// GOOD again, as a backup, once SkipDuration has passed. Every state
+// change is kept for PollEVChanges (EVChange: time, EV, plane, from, to,
+// cause), at most MaxEVChanges between polls.
+//
 // SKIP costs an EV exactly one turn, wherever in the rotation the echo
 // arrives: an EV marked SKIP after its turn in the current rotation stays
 // SKIP through the next one (returning it to GOOD at that rotation's start
@@ -153,7 +168,10 @@
 //
 // NSCC as in PROTOCOLS.md §b (see nscc.go and ResolveNSCC): window in
 // bytes, quick adapt, four quadrants, fulfill, trim reaction and the
-// receiver's rcv_cwnd_pen; RTT samples come from the requester's own
-// full-resolution send times of first transmissions, matched through the
-// SACK's ack_offset.
+// receiver's rcv_cwnd_pen. RTT samples come from the requester's own
+// full-resolution send times, matched through the SACK's ack_offset, for
+// first transmissions without an rtx echo and single retransmissions with
+// one (htsim's validateSendTs). The acknowledged bytes NSCC is fed are the
+// responder's newly received bytes (CC_STATE received bytes, 256-B units
+// modulo 2^24, as htsim's recvd_bytes).
 package mrc

@@ -55,6 +55,47 @@ func MakeEV(plane, choice int, label uint16) uint32 {
 	return uint32(plane)&0xf | uint32(choice)<<4&evChoiceMask | evPortBase | uint32(label)<<16
 }
 
+// EVCause says why an EV changed state (EVChange).
+type EVCause uint8
+
+const (
+	CauseSackSkip   EVCause = iota // SACK M = SKIP_ONCE (ECN echo): GOOD → SKIP
+	CauseTrim                      // NACK TRIMMED: GOOD → SKIP
+	CauseAlwaysSkip                // SACK M = ALWAYS_SKIP: → ASSUMED_BAD
+	CauseTimeout                   // ACK timeout of a packet on it: → ASSUMED_BAD
+	CauseSilentLoss                // EVLossThreshold fast-loss detections: → ASSUMED_BAD
+	CauseProbe                     // probe answered: ASSUMED_BAD → GOOD / SKIP
+	CauseRotation                  // its SKIP turn ended: SKIP → GOOD
+	CauseDeny                      // controller: DenyEV / DenyPath
+	CauseAllow                     // controller: AllowEV / AllowPath
+	numCauses
+)
+
+func (c EVCause) String() string {
+	if c >= numCauses {
+		return "unknown"
+	}
+	return [...]string{"sack-skip", "trim", "always-skip", "timeout", "silent-loss", "probe", "rotation", "deny", "allow"}[c]
+}
+
+// EVChange is one EV state change (QP.PollEVChanges), for the
+// controller's view (mrc_ctl.h: GOOD, ASSUMED_BAD, DENIED) and event logs.
+// A transition the EVMinActive floor turned into SKIP instead of
+// ASSUMED_BAD is reported with To = SKIP and the cause that asked for
+// ASSUMED_BAD.
+type EVChange struct {
+	At       int64 // ns: the time of the input that caused it (DenyEV/AllowEV: the QP's latest input)
+	EV       uint32
+	Plane    int
+	From, To EVState
+	Cause    EVCause
+}
+
+// MaxEVChanges bounds the EV changes a QP keeps between PollEVChanges
+// calls; beyond it they are dropped and counted (MRCStats.EVChangesDropped),
+// so a storm of transitions nobody drains cannot grow memory.
+const MaxEVChanges = 4096
+
 // ErrUnknownEV is returned by the controller API for an EV not in the pool.
 var ErrUnknownEV = errors.New("mrc: EV not in this QP's pool")
 
@@ -101,6 +142,12 @@ type evPool struct {
 	nBad        int
 	nextProbeAt int64
 	transitions uint64
+
+	// changes are the EV changes not yet polled (at most MaxEVChanges);
+	// clock is the latest input time, for changes from calls with none.
+	changes        []EVChange
+	changesDropped uint64
+	clock          int64
 
 	// structured is set when EVs name paths (PathsPerPlane > 0); then
 	// pathBad counts the ASSUMED_BAD or DENIED EVs of each (plane, choice),
@@ -199,6 +246,18 @@ func (p *evPool) rotate(ps *planeSet, now int64) {
 			e.state = EVGood
 			ps.good++
 			p.transitions++
+			p.record(now, i, EVSkip, EVGood, CauseRotation)
+		}
+	}
+	if p.skipDur > 0 {
+		// Benched SKIP EVs (replaced by a GOOD backup) are GOOD backups
+		// again once their SkipDuration has passed.
+		for k := ps.first; k < ps.first+ps.n; k++ {
+			if e := &p.evs[k]; !e.active && e.state == EVSkip && e.skipUntil <= now {
+				e.state = EVGood
+				p.transitions++
+				p.record(now, int32(k), EVSkip, EVGood, CauseRotation)
+			}
 		}
 	}
 	if now-ps.lastShuffle >= p.reshuffle {
@@ -305,9 +364,20 @@ func (p *evPool) anyPath() bool {
 
 func usableState(s EVState) bool { return s == EVGood || s == EVSkip }
 
-// set moves EV i to state s at time now, keeping the active sets, counts
-// and probe schedule in step. It reports whether the state changed.
-func (p *evPool) set(i int32, s EVState, now int64) bool {
+// record keeps one EV change for PollEVChanges, or counts it as dropped.
+func (p *evPool) record(now int64, i int32, from, to EVState, c EVCause) {
+	if len(p.changes) >= MaxEVChanges {
+		p.changesDropped++
+		return
+	}
+	e := &p.evs[i]
+	p.changes = append(p.changes, EVChange{At: now, EV: e.ev, Plane: int(e.plane), From: from, To: to, Cause: c})
+}
+
+// set moves EV i to state s at time now for cause c, keeping the active
+// sets, counts and probe schedule in step. It reports whether the state
+// changed.
+func (p *evPool) set(i int32, s EVState, now int64, c EVCause) bool {
 	e := &p.evs[i]
 	old := e.state
 	if old == s {
@@ -315,6 +385,7 @@ func (p *evPool) set(i int32, s EVState, now int64) bool {
 	}
 	ps := &p.planes[e.plane]
 	p.transitions++
+	p.record(now, i, old, s, c)
 	if usableState(old) && !usableState(s) {
 		p.usable--
 	} else if !usableState(old) && usableState(s) {
@@ -346,6 +417,10 @@ func (p *evPool) set(i int32, s EVState, now int64) bool {
 		if e.active {
 			if s == EVGood {
 				ps.good++
+			} else if p.skipDur > 0 {
+				// Only GOOD EVs carry data: a SKIP that lasts (SkipDuration)
+				// is benched for a GOOD backup of the same plane, if any.
+				p.bench(ps, i, now)
 			}
 		} else if len(ps.active) < ps.target {
 			p.activate(ps, i)
@@ -373,6 +448,42 @@ func (p *evPool) activate(ps *planeSet, i int32) {
 	ps.active = append(ps.active, i)
 	if e.state == EVGood {
 		ps.good++
+	}
+}
+
+// bench swaps active SKIP EV i for a GOOD inactive EV of the same plane
+// (one whose SKIP has ended counts as GOOD), if there is one.
+func (p *evPool) bench(ps *planeSet, i int32, now int64) {
+	pos := -1
+	for k, j := range ps.active {
+		if j == i {
+			pos = k
+			break
+		}
+	}
+	if pos < 0 || ps.n == 0 {
+		return
+	}
+	start := p.rng.IntN(ps.n)
+	for k := 0; k < ps.n; k++ {
+		r := int32(ps.first + (start+k)%ps.n)
+		e := &p.evs[r]
+		if e.active || p.structured && p.pathBad[pathKey(e.ev)] > 0 {
+			continue
+		}
+		if e.state == EVSkip && e.skipUntil <= now {
+			e.state = EVGood
+			p.transitions++
+			p.record(now, r, EVSkip, EVGood, CauseRotation)
+		}
+		if e.state != EVGood {
+			continue
+		}
+		p.evs[i].active = false
+		e.active = true
+		ps.active[pos] = r
+		ps.good++
+		return
 	}
 }
 
@@ -437,22 +548,22 @@ func (p *evPool) backup(ps *planeSet) int32 {
 // markBad moves a usable EV to ASSUMED_BAD, unless that would leave fewer
 // than EVMinActive usable EVs: then it goes to SKIP. It reports whether the
 // EV became ASSUMED_BAD.
-func (p *evPool) markBad(i int32, now int64) bool {
+func (p *evPool) markBad(i int32, now int64, c EVCause) bool {
 	e := &p.evs[i]
 	if !usableState(e.state) {
 		return false
 	}
 	if p.usable-1 < p.minActive {
-		p.set(i, EVSkip, now)
+		p.set(i, EVSkip, now, c)
 		return false
 	}
-	return p.set(i, EVAssumedBad, now)
+	return p.set(i, EVAssumedBad, now, c)
 }
 
 // skip moves a GOOD EV to SKIP.
-func (p *evPool) skip(i int32, now int64) {
+func (p *evPool) skip(i int32, now int64, c EVCause) {
 	if p.evs[i].state == EVGood {
-		p.set(i, EVSkip, now)
+		p.set(i, EVSkip, now, c)
 	}
 }
 

@@ -55,7 +55,7 @@ func TestSkipOnceAfterTurn(t *testing.T) {
 	}
 	// Every EV has had its turn in this rotation; the echo for the first
 	// one arrives now.
-	p.skip(order[0], 3)
+	p.skip(order[0], 3, CauseSackSkip)
 	if got := rotation(p, 4, 3); !same(got, order[1:]) {
 		t.Fatalf("after SKIP of %d once its turn had passed: next rotation %v, want %v (skipped once)", order[0], got, order[1:])
 	}
@@ -79,7 +79,7 @@ func TestSkipOnceBeforeTurn(t *testing.T) {
 	if got := rotation(p, 2, 1); got[0] != order[0] {
 		t.Fatalf("scan order changed without a reshuffle")
 	}
-	p.skip(order[2], 3)
+	p.skip(order[2], 3, CauseSackSkip)
 	if got := rotation(p, 4, 2); !same(got, []int32{order[1], order[3]}) {
 		t.Fatalf("rest of the rotation after SKIP of %d: %v, want %v", order[2], got, []int32{order[1], order[3]})
 	}
@@ -97,7 +97,7 @@ func TestSkipAllActive(t *testing.T) {
 	p := onePlanePool(t)
 	order := rotation(p, 1, 4)
 	for _, i := range order {
-		p.skip(i, 2)
+		p.skip(i, 2, CauseSackSkip)
 	}
 	if got := p.pick(3, 1, -1, -1); got < 0 {
 		t.Fatal("no EV with every active EV in SKIP")

@@ -22,6 +22,7 @@ type MRCStats struct {
 	// EV pool: EVs per state and in the active sets.
 	EVGood, EVSkip, EVAssumedBad, EVDenied, EVActive int
 	EVTransitions                                    uint64
+	EVChangesDropped                                 uint64 // EV changes not kept: PollEVChanges fell behind (MaxEVChanges)
 
 	TrimNacksReceived        uint64 // requester: NACK TRIMMED
 	TrimLastHopNacksReceived uint64 // requester: NACK TRIMMED_LASTHOP
@@ -30,7 +31,8 @@ type MRCStats struct {
 	AckNaksReceived          uint64 // requester: AETH NAKs (remote access/op errors)
 
 	TrimRetransmits    uint64 // retransmissions caused by trim NACKs
-	FastRetransmits    uint64 // … by the fast-loss (SLEEK-like) rule
+	FastRetransmits    uint64 // … by the fast-loss rule (LossDetection) or the tail-loss probe's cut
+	LossRecoveries     uint64 // loss-recovery episodes entered (LossOOO)
 	TimeoutRetransmits uint64 // … by ACK timeouts
 	NackRetransmits    uint64 // … by other NACKs
 	PlaneDownRetx      uint64 // … by SetPlaneStatus(down)
@@ -89,6 +91,10 @@ type pktRec struct {
 	inflight bool // counted in inflight bytes, timer armed
 	queued   bool // waiting in the retransmission queue
 	timedOut bool // last loss was a timeout: retransmit on another plane
+	// held: refused by the responder for lack of a resource (NO_BITMAP,
+	// NO_PKT_BUFFER, NO_RESOURCE); out of flight, retransmitted once the
+	// cumulative ack moves (the resource frees as ePSN advances).
+	held bool
 }
 
 type wrState struct {
@@ -140,7 +146,22 @@ type QP struct {
 	err                   error // why the QP went to ERROR (Err)
 
 	// requester
-	sndMPR   int // PSNs the requester may send beyond cack
+	sndMPR int // PSNs the requester may send beyond cack (the latest SACK's MPR)
+	negMPR int // … at most this: the peer's MPR negotiated at Connect
+	// retries is the connection's retry counter (RetryConnection): timeouts
+	// since a PSN was last newly acknowledged.
+	retries int
+	// held counts packets refused for a resource, waiting for cack to move.
+	held int
+	// rcvdUnits is the CC_STATE received-bytes counter (256-B units, 24
+	// bits) of the latest SACK; NSCC is fed the newly received bytes.
+	rcvdUnits uint32
+	// Loss recovery (LossOOO, htsim's runSleek): recEnd is sndNxt when
+	// recovery began (it ends once cack reaches recEnd−1), rtxNext the
+	// first PSN recovery has not retransmitted yet.
+	recovery bool
+	recEnd   uint32
+	rtxNext  uint32
 	maxWImm  int
 	wrs      []wrState
 	wrHead   int // first WR not completed
@@ -266,6 +287,7 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 		q.maxWImm = q.cfg.MaxWImm
 	}
 	q.sndMPR = sw * 128
+	q.negMPR = q.sndMPR
 	n := 1
 	for n < q.sndMPR {
 		n <<= 1
@@ -330,6 +352,7 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 	if q.state != verbs.QPReady {
 		return verbs.Tx{}, false
 	}
+	q.evs.clock = now
 	if q.ctrlN > 0 {
 		return q.sendCtrl(now, buf)
 	}
@@ -568,6 +591,7 @@ func (q *QP) Receive(now int64, rx *verbs.Rx) {
 	if q.state != verbs.QPReady {
 		return
 	}
+	q.evs.clock = now
 	b := rx.Data
 	if len(b) < BTHLen {
 		q.ms.Malformed++
@@ -609,34 +633,52 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 		q.ms.Malformed++ // acknowledges PSNs never sent
 		return
 	}
+	// Dynamic MPR: the responder's current window bounds what is sent
+	// beyond cack from now on (never beyond the negotiated one; packets
+	// already sent beyond a shrunk window are not recalled). 0 is no
+	// window at all and is ignored.
+	if s.MPR > 0 {
+		q.sndMPR = min(int(s.MPR)*128, q.negMPR)
+	}
 	evi := q.evs.lookup(s.EV)
 	if s.ProbeResp {
 		q.ms.ProbeReplies++
 		if evi >= 0 && q.evs.evs[evi].state == EVAssumedBad {
 			if s.M == PathSkipOnce {
-				q.evs.set(evi, EVSkip, now)
+				q.evs.set(evi, EVSkip, now, CauseProbe)
 			} else {
-				q.evs.set(evi, EVGood, now)
+				q.evs.set(evi, EVGood, now, CauseProbe)
 			}
 		}
 	} else if evi >= 0 {
 		switch s.M {
 		case PathSkipOnce:
-			q.evs.skip(evi, now)
+			q.evs.skip(evi, now, CauseSackSkip)
 		case PathAlwaysSkip:
-			q.evs.markBad(evi, now)
+			q.evs.markBad(evi, now, CauseAlwaysSkip)
 		}
 	}
-	// RTT sample from the triggering packet (first transmissions only).
+	// RTT sample from the triggering packet, valid (htsim's
+	// validateSendTs) when it was sent once and the SACK does not echo
+	// rtx, or sent exactly twice and the SACK echoes rtx: then the sample
+	// times the transmission that triggered it.
 	var delay int64
 	hasDelay := false
-	if trig := psnAdd(cack, int(s.AckOffset)); !s.ProbeResp && !s.RtxEcho && q.inFlightRange(trig) {
+	if trig := psnAdd(cack, int(s.AckOffset)); !s.ProbeResp && q.inFlightRange(trig) {
 		r := &q.recs[trig&q.recMask]
-		if r.live && r.tx == 1 {
+		if r.live && (r.tx == 1 && !s.RtxEcho || r.tx == 2 && s.RtxEcho) {
 			rtt := now - r.sendTime
 			q.sampleRTT(rtt)
 			delay, hasDelay = max(0, rtt-int64(q.cc.p.BaseRTT)), true
 		}
+	}
+	// NSCC's acknowledged bytes are the responder's newly received bytes
+	// (CC_STATE received bytes, 256-B units modulo 2^24; htsim's
+	// recvd_bytes): a SACK that arrives after a later one adds nothing.
+	var rcvd int64
+	if d := int32((c.RcvdBytes-q.rcvdUnits)<<8) >> 8; d > 0 {
+		rcvd = int64(d) << 8
+		q.rcvdUnits = c.RcvdBytes & psnMask
 	}
 	newly := q.ackCumulative(cack)
 	base := psnAdd(cack, int(s.SackOffset))
@@ -651,8 +693,13 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	if newly > 0 {
 		q.progress(now)
 	}
-	q.cc.onAck(now, newly, delay, hasDelay, s.M == PathSkipOnce && !s.ProbeResp, q.inflight)
+	// ALWAYS_SKIP is judged on CE-marked arrivals (ResponderConfig), so it
+	// echoes a mark too.
+	q.cc.onAck(now, rcvd, delay, hasDelay, (s.M == PathSkipOnce || s.M == PathAlwaysSkip) && !s.ProbeResp, q.inflight)
 	q.cc.onPenalty(c.RcvCwndPen)
+	if q.cfg.LossDetection == LossOOO {
+		q.sleek(now, int(c.OOOCount))
+	}
 	q.detectLoss(now)
 	q.completeWRs()
 }
@@ -691,11 +738,30 @@ func (q *QP) ackCumulative(cack uint32) int64 {
 		r.live = false
 		q.cack = p
 	}
+	if q.held > 0 && newly > 0 {
+		q.releaseHeld()
+	}
 	return newly
+}
+
+// releaseHeld queues every packet held after a resource NACK for
+// retransmission.
+func (q *QP) releaseHeld() {
+	for p := psnAdd(q.cack, 1); q.held > 0 && psnDiff(p, q.sndNxt) < 0; p = psnAdd(p, 1) {
+		if r := &q.recs[p&q.recMask]; r.live && r.held {
+			q.lose(p, r)
+		}
+	}
+	q.held = 0
 }
 
 func (q *QP) ackRec(r *pktRec) int64 {
 	r.acked = true
+	if r.held {
+		r.held = false
+		q.held--
+	}
+	q.retries = 0 // forward progress resets the connection's retry counter
 	if q.tlpSeq != 0 && r.seq == q.tlpSeq {
 		// The probe got through: whatever was sent before it and is
 		// still unacknowledged, after more than TLPFactor RTTs of
@@ -718,6 +784,10 @@ func (q *QP) ackRec(r *pktRec) int64 {
 // lose takes a PSN's current transmission out of flight and queues it for
 // retransmission.
 func (q *QP) lose(psn uint32, r *pktRec) {
+	if r.held {
+		r.held = false
+		q.held--
+	}
 	if r.inflight {
 		r.inflight = false
 		q.inflight -= int64(r.plen)
@@ -735,33 +805,75 @@ func (q *QP) sleekThreshold() uint64 {
 	return uint64(max(float64(q.cfg.SleekMinPackets), t))
 }
 
-// detectLoss applies the fast-loss rule ([I], SLEEK-like, per hole): a
-// transmission is lost once transmissions sent ≥ threshold after it have
-// been acknowledged, or once an acknowledged tail-loss probe was sent
-// after it (tlpCut). Such a silent loss counts against its EV
-// (EVLossThreshold consecutive ones → ASSUMED_BAD).
+// detectLoss walks the transmissions in send order: one is lost once an
+// acknowledged tail-loss probe was sent after it (tlpCut) or, under
+// LossPerHole ([I], SLEEK-like, per hole), once transmissions sent ≥
+// threshold after it have been acknowledged. Under LossOOO the walk only
+// drops settled transmissions (and applies tlpCut); sleek finds losses.
 func (q *QP) detectLoss(now int64) {
 	thr := q.sleekThreshold()
+	perHole := q.cfg.LossDetection == LossPerHole
 	for q.order.len() > 0 {
 		f := q.order.front()
-		if f.seq+thr > q.hiAcked && f.seq >= q.tlpCut {
+		r := &q.recs[f.psn&q.recMask]
+		settled := !r.live || r.acked || !r.inflight || r.seq != f.seq || !q.inFlightRange(f.psn)
+		if !settled && f.seq >= q.tlpCut && (!perHole || f.seq+thr > q.hiAcked) {
 			return
 		}
-		sr := q.order.pop()
-		r := &q.recs[sr.psn&q.recMask]
-		if !r.live || r.acked || !r.inflight || r.seq != sr.seq || !q.inFlightRange(sr.psn) {
-			continue
+		psn := q.order.pop().psn
+		if !settled {
+			q.fastLose(now, psn, r)
 		}
-		q.lose(sr.psn, r)
-		r.timedOut = false
-		q.ms.FastRetransmits++
-		q.cc.onLoss()
-		e := &q.evs.evs[r.ev]
-		if e.losses < 255 {
-			e.losses++
+	}
+}
+
+// fastLose retransmits a packet the fast-loss rule (or the tail-loss
+// probe's cut) found lost. Such a silent loss counts against its EV
+// (EVLossThreshold consecutive ones → ASSUMED_BAD).
+func (q *QP) fastLose(now int64, psn uint32, r *pktRec) {
+	q.lose(psn, r)
+	r.timedOut = false
+	q.ms.FastRetransmits++
+	q.cc.onLoss()
+	e := &q.evs.evs[r.ev]
+	if e.losses < 255 {
+		e.losses++
+	}
+	if e.losses >= q.evs.lossThr {
+		q.evs.markBad(r.ev, now, CauseSilentLoss)
+	}
+}
+
+// sleek is the spec's fast-loss rule ([I], htsim's runSleek), run on every
+// SACK with its out-of-order count: when the count reaches the threshold
+// the QP enters loss recovery until cack reaches the highest PSN sent so
+// far; while it lasts, every SACK retransmits the unacknowledged PSNs in
+// [cack+1, min(that end, cack+1 + cwnd in packets)) not retransmitted yet
+// in this recovery.
+func (q *QP) sleek(now int64, ooo int) {
+	if q.recovery && psnDiff(q.cack, q.recEnd) >= -1 {
+		q.recovery = false
+	}
+	if !q.recovery {
+		if uint64(ooo) < q.sleekThreshold() || q.rtxQ.len() > 0 {
+			return
 		}
-		if e.losses >= q.evs.lossThr {
-			q.evs.markBad(r.ev, now)
+		q.recovery, q.recEnd, q.rtxNext = true, q.sndNxt, psnAdd(q.cack, 1)
+		q.ms.LossRecoveries++
+	}
+	from := psnAdd(q.cack, 1)
+	if psnDiff(q.rtxNext, from) > 0 {
+		from = q.rtxNext
+	}
+	end := psnAdd(q.cack, 1+int(q.cwnd()/int64(q.cfg.PMTU)))
+	if psnDiff(q.recEnd, end) < 0 {
+		end = q.recEnd
+	}
+	for p := from; psnDiff(p, end) < 0; p = psnAdd(p, 1) {
+		r := &q.recs[p&q.recMask]
+		q.rtxNext = psnAdd(p, 1)
+		if r.live && !r.acked && r.inflight {
+			q.fastLose(now, p, r)
 		}
 	}
 }
@@ -805,7 +917,7 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		q.ms.TrimRetransmits++
 		if q.cfg.TrimReaction {
 			if n.Code == NackTrimmed {
-				q.evs.skip(evi, now)
+				q.evs.skip(evi, now, CauseTrim)
 			}
 			q.cc.onTrim(now, int64(r.plen), q.inflight)
 		}
@@ -813,14 +925,34 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		if !current {
 			return
 		}
-		r.attempts++
-		if q.retryExceeded(r.attempts) {
+		// These count toward the packet's retry limit (PROTOCOLS.md's NACK
+		// table), not the connection's timeout counter: one burst refused by
+		// a full bitmap is many NACKs in one RTT, and would otherwise fail
+		// the QP before the hole that holds the bitmap is repaired.
+		if r.attempts < 255 {
+			r.attempts++
+		}
+		if q.retryExceeded(int(r.attempts)) {
 			q.fail(verbs.StatusRetryExceeded, r.wr)
 			return
 		}
-		q.lose(n.PSN, r)
 		r.timedOut = false
 		q.ms.NackRetransmits++
+		if n.Code == NackPSNOutOfWindow {
+			q.lose(n.PSN, r)
+			return
+		}
+		// A resource NACK: sending again at once is refused again until
+		// ePSN moves, so wait for the cumulative ack to move (the packet's
+		// timer still runs: no progress for an RTO retransmits it anyway).
+		if r.inflight {
+			r.inflight = false
+			q.inflight -= int64(r.plen)
+		}
+		if !r.held && !r.queued {
+			r.held = true
+			q.held++
+		}
 	case NackUnexpEvent:
 		q.fail(verbs.StatusRemoteOp, r.wr)
 	}
@@ -855,10 +987,10 @@ func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
 		q.ms.Malformed++
 		return
 	}
-	newly := q.ackCumulative(bth.PSN)
-	if newly > 0 {
+	// NSCC hears of these bytes through the received-bytes count of the
+	// SACK that accompanies every Transport ACK (or a later one).
+	if q.ackCumulative(bth.PSN) > 0 {
 		q.progress(now)
-		q.cc.onAck(now, newly, 0, false, false, q.inflight)
 	}
 	q.detectLoss(now)
 	q.completeWRs()
@@ -890,11 +1022,27 @@ func (q *QP) completeWRs() {
 	}
 }
 
-func (q *QP) retryExceeded(attempts uint8) bool {
+func (q *QP) retryExceeded(attempts int) bool {
 	if q.cfg.RetryExp >= 25 {
 		return false
 	}
-	return int(attempts) > q.cfg.RetryLinear+q.cfg.RetryExp
+	return attempts > q.cfg.RetryLinear+q.cfg.RetryExp
+}
+
+// countRetry counts one retry (a timeout, or a NACK that counts toward the
+// limit) against attempts — a packet's, or the QP's stall clock's — and,
+// under RetryConnection, against the connection's counter. It reports
+// whether the limit RetryScope applies is exceeded. attempts alone drives
+// the backoff of that packet's next timer.
+func (q *QP) countRetry(attempts *uint8) bool {
+	if *attempts < 255 {
+		*attempts++
+	}
+	if q.cfg.RetryScope == RetryConnection {
+		q.retries++
+		return q.retryExceeded(q.retries)
+	}
+	return q.retryExceeded(int(*attempts))
 }
 
 // fail moves the QP to ERROR: WR failing completes with status, every
@@ -933,7 +1081,7 @@ func (q *QP) fail(status verbs.Status, failing uint64) {
 // still reaches its retry limit.
 func (q *QP) timerLive(t *timerEnt) bool {
 	r := &q.recs[t.psn&q.recMask]
-	return r.live && !r.acked && r.seq == t.seq && (r.inflight || r.queued)
+	return r.live && !r.acked && r.seq == t.seq && (r.inflight || r.queued || r.held)
 }
 
 // Deadline returns the earliest time the QP needs Tick: the first live
@@ -1004,6 +1152,7 @@ func (q *QP) Tick(now int64) {
 	if q.state != verbs.QPReady {
 		return
 	}
+	q.evs.clock = now
 	for len(q.timers) > 0 && q.timers[0].at <= now && q.state == verbs.QPReady {
 		t := q.timers.pop()
 		if !q.timerLive(&t) {
@@ -1029,20 +1178,29 @@ func (q *QP) Tick(now int64) {
 // only counts the timeout. Either way its clock is re-armed for the next
 // attempt, so the retry limit fires even if it is never sent again.
 func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
-	q.stats.Timeouts++
-	if r.attempts < 255 {
-		r.attempts++
+	if r.queued && q.evs.anyPath() {
+		// Found lost already and waiting only for cwnd: no transmission of
+		// it is outstanding, so this is no ACK timeout (htsim keeps no
+		// timer for a packet in its retransmission queue). Check again
+		// one RTO later; with no path left it counts, so the QP still
+		// fails when every path is gone.
+		q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
+		return
 	}
-	if q.retryExceeded(r.attempts) {
+	q.stats.Timeouts++
+	if q.countRetry(&r.attempts) {
 		q.fail(verbs.StatusRetryExceeded, r.wr)
 		return
 	}
+	if r.held {
+		q.lose(psn, r) // refused for a resource and still no progress: send again
+	}
 	if r.inflight {
-		q.evs.markBad(r.ev, now) // silent timeout: the path is presumed failed
+		q.evs.markBad(r.ev, now, CauseTimeout) // silent timeout: the path is presumed failed
 		q.lose(psn, r)
 		r.timedOut = true
 		q.ms.TimeoutRetransmits++
-		q.cc.onLoss()
+		q.cc.onTimeout(int64(r.plen)) // htsim: one packet off cwnd, no quick-adapt trigger
 	}
 	q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
 }
@@ -1056,10 +1214,7 @@ func (q *QP) stallTimeout(now int64) {
 		return
 	}
 	q.stats.Timeouts++
-	if q.stallN < 255 {
-		q.stallN++
-	}
-	if q.retryExceeded(q.stallN) {
+	if q.countRetry(&q.stallN) {
 		q.fail(verbs.StatusRetryExceeded, q.wrBase+uint64(q.wrHead))
 		return
 	}
@@ -1083,6 +1238,15 @@ func (q *QP) probe(now int64) {
 	q.evs.recomputeProbe()
 }
 
+// PollEVChanges appends the EV state changes since the last call to dst,
+// oldest first, and forgets them (at most MaxEVChanges are kept between
+// calls; MRCStats.EVChangesDropped counts the rest).
+func (q *QP) PollEVChanges(dst []EVChange) []EVChange {
+	dst = append(dst, q.evs.changes...)
+	q.evs.changes = q.evs.changes[:0]
+	return dst
+}
+
 // PollCompletions appends finished completions to dst and forgets them.
 func (q *QP) PollCompletions(dst []verbs.Completion) []verbs.Completion {
 	dst = append(dst, q.comps...)
@@ -1103,6 +1267,7 @@ func (q *QP) MRCStats() MRCStats {
 	c, act := q.evs.counts()
 	s.EVGood, s.EVSkip, s.EVAssumedBad, s.EVDenied, s.EVActive = c[EVGood], c[EVSkip], c[EVAssumedBad], c[EVDenied], act
 	s.EVTransitions = q.evs.transitions
+	s.EVChangesDropped = q.evs.changesDropped
 	s.RTTSamples = q.stats.RTTSamples
 	s.LastRTT, s.MinRTT, s.SRTT = q.stats.LastRTT, q.stats.MinRTT, q.srtt
 	s.CwndBytes = q.cc.window()
@@ -1206,7 +1371,7 @@ func (q *QP) DenyEV(ev uint32) error {
 	if i < 0 {
 		return ErrUnknownEV
 	}
-	q.evs.set(i, EVDenied, 0)
+	q.evs.set(i, EVDenied, q.evs.clock, CauseDeny)
 	return nil
 }
 
@@ -1216,7 +1381,7 @@ func (q *QP) AllowEV(ev uint32) error {
 	if i < 0 {
 		return ErrUnknownEV
 	}
-	q.evs.set(i, EVGood, 0)
+	q.evs.set(i, EVGood, q.evs.clock, CauseAllow)
 	return nil
 }
 
@@ -1237,7 +1402,11 @@ func (q *QP) pathCmd(plane, choice int, s EVState) int {
 		if s == EVGood && e.state != EVDenied {
 			continue
 		}
-		if q.evs.set(int32(k), s, 0) {
+		c := CauseDeny
+		if s == EVGood {
+			c = CauseAllow
+		}
+		if q.evs.set(int32(k), s, q.evs.clock, c) {
 			n++
 		}
 	}

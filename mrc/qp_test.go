@@ -419,15 +419,28 @@ func TestNACKRetry(t *testing.T) {
 		return pkt{tx: verbs.Tx{EV: p.tx.EV, WireLen: NACKLen}, data: append([]byte(nil), buf...)}
 	}
 	a.recv(10, mk())
-	rt := a.drain(10, 0xf)
-	if len(rt) != 1 || !rt[0].bth(t).Rtx {
-		t.Fatal("no retransmission on NO_BITMAP")
+	// Refused for a resource: held until the cumulative ack moves (sending
+	// at once would be refused again), or until its timer fires.
+	if rt := a.drain(10, 0xf); len(rt) != 0 {
+		t.Fatalf("%d packets sent at once after NO_BITMAP; want the packet held", len(rt))
 	}
 	if s, _ := a.q.EVState(p.tx.EV); s != EVGood {
 		t.Fatal("NO_BITMAP penalised the EV")
 	}
+	at, ok := a.q.Deadline()
+	if !ok {
+		t.Fatal("a held packet has no timer")
+	}
+	a.q.Tick(at)
+	rt := a.drain(at, 0xf)
+	if len(rt) != 1 || !rt[0].bth(t).Rtx {
+		t.Fatal("no retransmission of the held packet at its timeout")
+	}
+	if a.q.State() != verbs.QPReady {
+		t.Fatal("one NACK and one timeout exceeded a limit of 1 (they count toward different counters)")
+	}
 	p = rt[0]
-	a.recv(20, mk())
+	a.recv(at+10, mk())
 	if a.q.State() != verbs.QPError {
 		t.Fatal("retry limit not enforced for NACKs")
 	}
@@ -437,8 +450,9 @@ func TestNACKRetry(t *testing.T) {
 func TestRetryExhaustion(t *testing.T) {
 	cfg := smallCfg()
 	cfg.RetryLinear, cfg.RetryExp = 2, 2
-	cfg.ProbeInterval = 1 << 40 // keep probe deadlines out of the timer gaps
-	cfg.TLPFactor = 0           // … and the tail-loss probe
+	cfg.RetryScope = RetryPacket // the per-packet schedule (spec_req_test.go has the connection's)
+	cfg.ProbeInterval = 1 << 40  // keep probe deadlines out of the timer gaps
+	cfg.TLPFactor = 0            // … and the tail-loss probe
 	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 3*pmtu, 0)
 	a.write(b, 2, verbs.OpWriteImm, 64<<10, pmtu, 1)
@@ -666,7 +680,9 @@ func activeOf(q *QP, plane int) []uint32 {
 }
 
 func TestECNEchoSkip(t *testing.T) {
-	a, b := newPair(t, smallCfg(), 1<<20)
+	cfg := smallCfg()
+	cfg.MPR = 4 // two rotations of a plane's active set need more than 128 PSNs in flight
+	a, b := newPair(t, cfg, 1<<20)
 	a.write(b, 1, verbs.OpWrite, 0, 2*pmtu, 0)
 	pa := a.drain(0, 0xf)
 	rx := pa[0].rx()

@@ -59,6 +59,15 @@ func checkRetryFailure(t *testing.T, a *end, comps []verbs.Completion, want ...v
 	}
 }
 
+// packetCfg is smallCfg with the retry limit counted per packet: the
+// tests below follow one packet's schedule (the connection-wide counter
+// fails these QPs sooner: spec_req_test.go).
+func packetCfg() Config {
+	c := smallCfg()
+	c.RetryScope = RetryPacket
+	return c
+}
+
 // Structured EVs (one per path) on a connection where nothing ever gets
 // through (the peer's NIC is dead): every timeout marks its EV's path bad,
 // spares on a bad path are never promoted, so the active sets empty out
@@ -66,7 +75,7 @@ func checkRetryFailure(t *testing.T, a *end, comps []verbs.Completion, want ...v
 // must keep running anyway: the QP fails after the full schedule (13
 // timeouts with the defaults), not never.
 func TestRetryLimitAllPathsDead(t *testing.T) {
-	cfg := smallCfg()
+	cfg := packetCfg()
 	cfg.PathsPerPlane = 4
 	cfg.ProbeInterval = 200_000
 	a, b := newPair(t, cfg, 1<<20)
@@ -92,7 +101,7 @@ func TestRetryLimitAllPathsDead(t *testing.T) {
 func TestRetryLimitAllPlanesDown(t *testing.T) {
 	for _, how := range []string{"local", "peer"} {
 		t.Run(how, func(t *testing.T) {
-			cfg := smallCfg()
+			cfg := packetCfg()
 			a, b := newPair(t, cfg, 1<<20)
 			a.write(b, 1, verbs.OpWrite, 0, 8*pmtu, 0)
 			a.drain(0, 0xf)

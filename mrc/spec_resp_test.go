@@ -157,8 +157,8 @@ func TestRespResourceNeverFrees(t *testing.T) {
 			if !exceeded || a.q.Err() == nil || !strings.Contains(a.q.Err().Error(), "retry") {
 				t.Fatalf("no RETRY_EXCEEDED completion; Err %v", a.q.Err())
 			}
-			if got := c.count(b.q.ResponderStats()); got <= c.nacks {
-				t.Fatalf("%d %s NACKs: the retransmissions were not refused again", got, c.name)
+			if got := c.count(b.q.ResponderStats()); got < c.nacks {
+				t.Fatalf("%d %s NACKs, want at least %d: the packets beyond the resource were not refused", got, c.name, c.nacks)
 			}
 		})
 	}
