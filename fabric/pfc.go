@@ -149,13 +149,20 @@ func (a *IngressAccounting) OnEvent(arg uint64) {
 // a class that stays paused with frames queued and no transmit progress for
 // the detection time is declared stormed; then its pauses are ignored (and,
 // in drop mode, its frames dropped) until no pause has arrived for the
-// restoration time.
+// restoration time. In drop mode the frames of a stormed class that
+// arrive on the port are dropped as well (SONiC drops both directions).
 type watchdog struct {
 	action    int
 	armed     uint8 // bit c: a detection check is scheduled
 	stormed   uint8
 	lastPause [NumClasses]sim.Time
 	txSnap    [NumClasses]uint64
+}
+
+// dropsIngress reports whether frames of class c arriving on the port are
+// dropped: the class is stormed and the action is drop.
+func (w *watchdog) dropsIngress(c uint8) bool {
+	return w.action == WatchdogDrop && w.stormed&(1<<c) != 0
 }
 
 func (pt *Port) watchdogSawPause(c uint8) {

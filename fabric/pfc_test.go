@@ -111,3 +111,48 @@ func TestPFCWatchdogBreaksStorm(t *testing.T) {
 		t.Fatalf("after restoration %d of 10 arrived", len(hs[0].got)-before)
 	}
 }
+
+// SONiC's pfcwd drop action drops both directions of the stormed queue:
+// frames of the stormed priority that the storming peer sends into the
+// mitigated port are dropped too, and pass again after restoration.
+func TestPFCWatchdogDropsIngressOfStormedQueue(t *testing.T) {
+	loop := sim.NewLoop(sim.Options{Seed: 9})
+	pfc := DefaultPFC()
+	pfc.Detection = time.Millisecond
+	pfc.Restoration = 2 * time.Millisecond
+	o := DefaultOptions(ForwardECMP).WithPFC(pfc)
+	topo := smallClos(t, loop, 1, 2, 1, 1, o)
+	hs := attach(topo)
+	victim := topo.HostPorts[0][0]
+	const stormEnd = 5 * sim.Millisecond
+	for at := 10 * sim.Microsecond; at < stormEnd; at += 100 * sim.Microsecond {
+		loop.At(at, func() { victim.SendPause(ClassRoCE, MaxQuanta) })
+	}
+	loop.At(20*sim.Microsecond, func() { incast(topo, []int{1}, 0, 100, 4000, DSCPRoCE) })
+	down := topo.Switch("p0.t0.0").Ports[0]
+	loop.RunUntil(3 * sim.Millisecond) // the storm is detected after ~1 ms
+	if down.Counters.StormsDetected != 1 {
+		t.Fatal("storm not detected: the test proves nothing")
+	}
+	// Host 0 (the storming NIC) sends into the mitigated port: RoCE frames
+	// drop there, frames of another class still pass.
+	before := down.Counters.Drops[DropWatchdog]
+	incast(topo, []int{0}, 1, 10, 1000, DSCPRoCE)
+	incast(topo, []int{0}, 1, 5, 1000, DSCPDefault)
+	loop.RunUntil(3*sim.Millisecond + 100*sim.Microsecond)
+	if d := down.Counters.Drops[DropWatchdog] - before; d != 10 {
+		t.Fatalf("%d of the 10 RoCE frames arriving on the stormed port dropped, want all", d)
+	}
+	if n := len(hs[1].got); n != 5 {
+		t.Fatalf("host 1 got %d frames, want the 5 of the unstormed class", n)
+	}
+	loop.RunUntil(stormEnd + 3*sim.Millisecond)
+	if down.Counters.StormsRestored != 1 {
+		t.Fatal("not restored")
+	}
+	incast(topo, []int{0}, 1, 10, 1000, DSCPRoCE)
+	loop.Run()
+	if n := len(hs[1].got); n != 15 {
+		t.Fatalf("after restoration host 1 has %d frames, want 15", n)
+	}
+}
