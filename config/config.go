@@ -167,17 +167,29 @@ type QueueConfig struct {
 }
 
 // ECNConfig is RED-style ECN marking on queue depth: no marking below
-// KminBytes, probability rising linearly to Pmax at KmaxBytes, always above.
+// Kmin, probability rising linearly to Pmax at Kmax, always above. The
+// thresholds come from Preset, resolved per port (Thresholds): a
+// reference's values, scaled with the port's rate where it scales them,
+// or with preset custom the explicit KminBytes, KmaxBytes and Pmax.
 type ECNConfig struct {
 	// Enabled turns marking on at fabric-facing ports (and host-facing
 	// ones with LastHop); NIC ports never mark.
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
-	// KminBytes is the class queue depth, at enqueue, below which nothing
-	// is marked.
+	// Preset names the thresholds' reference: "dcqcn-sigcomm15" (5 KB /
+	// 200 KB / 0.01, the default), "hpcc" (4 / 16 KB per Gb/s of the
+	// port, 0.2), "htsim" (0.2 / 0.8 BDP of the port, 1), "seed002" (100
+	// KB / 200 KB / 0.5) or "custom" (the three fields below). Giving
+	// any of those fields without naming a preset in the same file or
+	// --set list means custom (Load).
+	Preset string `mapstructure:"preset" yaml:"preset" json:"preset"`
+	// KminBytes is, with preset custom, the class queue depth at enqueue
+	// at or below which nothing is marked; 0 with any other preset.
 	KminBytes int `mapstructure:"kminBytes" yaml:"kminBytes" json:"kminBytes"`
-	// KmaxBytes is the depth above which every packet is marked.
+	// KmaxBytes is, with preset custom, the depth above which every
+	// packet is marked; 0 with any other preset.
 	KmaxBytes int `mapstructure:"kmaxBytes" yaml:"kmaxBytes" json:"kmaxBytes"`
-	// Pmax is the marking probability at KmaxBytes.
+	// Pmax is, with preset custom, the marking probability at KmaxBytes;
+	// 0 with any other preset.
 	Pmax float64 `mapstructure:"pmax" yaml:"pmax" json:"pmax"`
 	// LastHop enables marking on ports facing hosts too.
 	LastHop bool `mapstructure:"lastHop" yaml:"lastHop" json:"lastHop"`
@@ -373,9 +385,10 @@ func Default() Config {
 				BufferBytes: DefaultBuffer,
 				ECN: ECNConfig{
 					Enabled:   true,
-					KminBytes: 37500,
-					KmaxBytes: 150000,
-					Pmax:      0.2,
+					Preset:    ECNDCQCN,
+					KminBytes: 0,
+					KmaxBytes: 0,
+					Pmax:      0,
 					LastHop:   false,
 				},
 				Trim: TrimConfig{Enabled: true, SizeBytes: 128},

@@ -3,14 +3,14 @@ package fabric
 import "time"
 
 // DefaultPortConfig returns the port settings vcluster uses when a config
-// says nothing: 1 MiB buffer, 20 B preamble+IFG, RED/ECN 37.5/150 KB with
-// Pmax 0.2, trimming to 128 B with a 64 KiB header queue, the default
+// says nothing: 1 MiB buffer, 20 B preamble+IFG, RED/ECN at the DCQCN
+// paper's 5 KB / 200 KB / 1 %, trimming to 128 B with a 64 KiB header queue, the default
 // DSCP→class map, PFC off.
 func DefaultPortConfig() *PortConfig {
 	return &PortConfig{
 		BufferBytes: 1 << 20,
 		IFGBytes:    20,
-		ECN:         ECNConfig{Enabled: true, Kmin: 37500, Kmax: 150000, Pmax: 0.2},
+		ECN:         ECNConfig{Enabled: true, Kmin: DefaultECNKmin, Kmax: DefaultECNKmax, Pmax: DefaultECNPmax},
 		Trim:        TrimConfig{Enabled: true, Size: 128, QueueBytes: 64 << 10},
 		Classes:     DefaultClassMap(),
 	}
