@@ -43,6 +43,11 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 	if q.PFC.Enabled {
 		p := &fabric.PFCConfig{Enabled: true, Xoff: q.PFC.XoffBytes, Xon: q.PFC.XonBytes,
 			WatchdogOn: q.PFC.Watchdog.Enabled, Detection: q.PFC.Watchdog.DetectionTime(), Restoration: q.PFC.Watchdog.RestorationTime()}
+		if q.PFC.Mode == config.PFCDynamic {
+			d := fabric.DynamicPFC(f.HostLinkBps())
+			p.Dynamic, p.Reserve, p.ResumeOffset, p.NICRate = true, d.Reserve, d.ResumeOffset, d.NICRate
+			p.SharedBuffer = q.PFC.SharedBufferBytes
+		}
 		for _, pr := range q.PFC.Priorities {
 			p.Lossless |= 1 << pr
 		}

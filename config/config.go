@@ -49,6 +49,12 @@ const (
 	PacingRealtime  = "realtime"
 )
 
+// PFC threshold modes (fabric.queue.pfc.mode).
+const (
+	PFCStatic  = "static"  // fixed xoffBytes / xonBytes per (port, priority)
+	PFCDynamic = "dynamic" // HPCC's switch MMU: free shared buffer >> shift
+)
+
 // PFC watchdog actions.
 const (
 	WatchdogDrop    = "drop"
@@ -212,10 +218,22 @@ type PFCConfig struct {
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
 	// Priorities are the lossless priorities, each 0..7, no duplicates.
 	Priorities []int `mapstructure:"priorities" yaml:"priorities" json:"priorities"`
-	// XoffBytes is the bytes of a lossless class held for one ingress port
-	// at which that port's upstream is paused (a PAUSE frame for the class).
+	// Mode is "static" (XoffBytes / XonBytes) or "dynamic": HPCC's switch
+	// MMU (switch-mmu.cc), where a switch-wide shared buffer's free part
+	// >> shift is the pause threshold (shift 3 at the host link rate, one
+	// less per doubling of the port's rate), with a 4 KB reserve per
+	// (port, priority), resume 3 KB under the threshold and the headroom
+	// per port as below.
+	Mode string `mapstructure:"mode" yaml:"mode" json:"mode"`
+	// SharedBufferBytes is the switch's shared buffer in dynamic mode; 0
+	// means the sum of its egress port buffers (ports × bufferBytes).
+	SharedBufferBytes int `mapstructure:"sharedBufferBytes" yaml:"sharedBufferBytes" json:"sharedBufferBytes"`
+	// XoffBytes is, in static mode, the bytes of a lossless class held for
+	// one ingress port at which that port's upstream is paused (a PAUSE
+	// frame for the class).
 	XoffBytes int `mapstructure:"xoffBytes" yaml:"xoffBytes" json:"xoffBytes"`
-	// XonBytes is the level at or below which it is resumed.
+	// XonBytes is, in static mode, the level at or below which it is
+	// resumed.
 	XonBytes int `mapstructure:"xonBytes" yaml:"xonBytes" json:"xonBytes"`
 	// HeadroomBytes is reserved above Xoff; 0 means 3 × rate × delay
 	// (see PFCConfig.Headroom).
@@ -393,11 +411,13 @@ func Default() Config {
 				},
 				Trim: TrimConfig{Enabled: true, SizeBytes: 128},
 				PFC: PFCConfig{
-					Enabled:       false,
-					Priorities:    []int{3},
-					XoffBytes:     96000,
-					XonBytes:      48000,
-					HeadroomBytes: 0,
+					Enabled:           false,
+					Priorities:        []int{3},
+					Mode:              PFCStatic,
+					SharedBufferBytes: 0,
+					XoffBytes:         96000,
+					XonBytes:          48000,
+					HeadroomBytes:     0,
 					Watchdog: PFCWatchdogConfig{
 						Enabled:     true,
 						Detection:   defaultDetect.String(),

@@ -413,6 +413,8 @@ func TestInvalidConfigs(t *testing.T) {
 		{"xoff <= xon", "", []string{pfcOn, "fabric.queue.pfc.xoffBytes=48000"}, []string{"fabric.queue.pfc.xoffBytes"}},
 		{"xoff >= buffer", "", []string{pfcOn, "fabric.queue.pfc.xoffBytes=1048576"}, []string{"fabric.queue.pfc.xoffBytes"}},
 		{"negative headroom", "", []string{pfcOn, "fabric.queue.pfc.headroomBytes=-1"}, []string{"fabric.queue.pfc.headroomBytes"}},
+		{"pfc mode adaptive", "", []string{pfcOn, "fabric.queue.pfc.mode=adaptive"}, []string{"fabric.queue.pfc.mode"}},
+		{"negative shared buffer", "", []string{pfcOn, "fabric.queue.pfc.mode=dynamic", "fabric.queue.pfc.sharedBufferBytes=-1"}, []string{"fabric.queue.pfc.sharedBufferBytes"}},
 		{"watchdog action reboot", "", []string{pfcOn, "fabric.queue.pfc.watchdog.action=reboot"}, []string{"fabric.queue.pfc.watchdog.action"}},
 		{"watchdog detection 0", "", []string{pfcOn, "fabric.queue.pfc.watchdog.detection=0s"}, []string{"fabric.queue.pfc.watchdog.detection"}},
 		{"odd k for fattree", "", []string{"fabric.topology=fattree", "fabric.k=5"}, []string{"fabric.k"}},

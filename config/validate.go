@@ -598,6 +598,10 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool, rates []uint64
 		if dup {
 			v.add("fabric.queue.pfc.priorities", "must not list a priority twice", p.Priorities)
 		}
+		v.oneOf("fabric.queue.pfc.mode", p.Mode, PFCStatic, PFCDynamic)
+		if p.SharedBufferBytes < 0 || p.SharedBufferBytes > MaxBufferBytes {
+			v.add("fabric.queue.pfc.sharedBufferBytes", fmt.Sprintf("must be 0..%d (0 = ports × bufferBytes)", MaxBufferBytes), p.SharedBufferBytes)
+		}
 		if p.XonBytes < 0 {
 			v.add("fabric.queue.pfc.xonBytes", "must be ≥ 0", p.XonBytes)
 		}

@@ -37,6 +37,15 @@ func DefaultPFC() *PFCConfig {
 		WatchdogOn: true, Detection: 200 * time.Millisecond, Restoration: 400 * time.Millisecond, WatchdogAct: WatchdogDrop}
 }
 
+// DynamicPFC is DefaultPFC with HPCC's dynamic threshold: 4 KB reserve
+// per (port, class), 3 KB resume offset, the shared buffer the sum of the
+// switch's port buffers, shift 3 at nicRate.
+func DynamicPFC(nicRate uint64) *PFCConfig {
+	p := DefaultPFC()
+	p.Dynamic, p.Reserve, p.ResumeOffset, p.NICRate = true, 4<<10, 3<<10, nicRate
+	return p
+}
+
 // WithPFC turns PFC on for every port role of o.
 func (o Options) WithPFC(p *PFCConfig) Options {
 	o.PFC = p

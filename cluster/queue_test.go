@@ -72,3 +72,36 @@ func TestECNPresetsResolvePerPortRate(t *testing.T) {
 		t.Errorf("htsim Kmax beyond a 20 KB buffer: %v", err)
 	}
 }
+
+// fabric.queue.pfc.mode=dynamic maps to HPCC's MMU: 4 KB reserve, 3 KB
+// resume offset, shift 3 at the host link rate, the shared buffer as set
+// (or the sum of the switch's port buffers).
+func TestPFCDynamicFromConfig(t *testing.T) {
+	pfcOn := []string{"fabric.queue.pfc.enabled=true", "fabric.queue.pfc.mode=dynamic", "fabric.planes=1"}
+	topo, err := BuildTopology(sim.NewLoop(sim.Options{}), load(t, pfcOn...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := topo.Switch("p0.t0.0")
+	p := sw.Ports[0].Config().PFC
+	if !p.Dynamic || p.Reserve != 4096 || p.ResumeOffset != 3072 || p.NICRate != 100e9 || p.SharedBuffer != 0 {
+		t.Fatalf("dynamic PFC not mapped: %+v", p)
+	}
+	// An empty T0 of 8 ports × 1 MiB: threshold (8 MiB − 8 × (headroom + 4 KB)) >> 3.
+	free := 8<<20 - 8*(p.Headroom+p.Reserve)
+	if th := sw.PFC().Threshold(0); th != free>>3 {
+		t.Fatalf("threshold %d, want %d", th, free>>3)
+	}
+	topo, err = BuildTopology(sim.NewLoop(sim.Options{}), load(t, append(pfcOn, "fabric.queue.pfc.sharedBufferBytes=4000000")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := topo.Switch("p0.t0.0").PFC().Threshold(0); th != (4000000-8*(p.Headroom+p.Reserve))>>3 {
+		t.Fatalf("threshold with a 4 MB shared buffer: %d", th)
+	}
+	// Static stays the default.
+	topo, _ = BuildTopology(sim.NewLoop(sim.Options{}), load(t, "fabric.queue.pfc.enabled=true", "fabric.planes=1"))
+	if topo.Switch("p0.t0.0").Ports[0].Config().PFC.Dynamic {
+		t.Fatal("dynamic PFC without mode dynamic")
+	}
+}
