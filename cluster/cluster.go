@@ -7,6 +7,8 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/endpoint"
@@ -28,9 +30,11 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 	base := fabric.PortConfig{
 		BufferBytes: q.BufferBytes,
 		IFGBytes:    f.IFGBytes,
-		ECN:         fabric.ECNConfig{Enabled: q.ECN.Enabled, Kmin: q.ECN.KminBytes, Kmax: q.ECN.KmaxBytes, Pmax: q.ECN.Pmax},
-		Trim:        fabric.TrimConfig{Enabled: q.Trim.Enabled, Size: q.Trim.SizeBytes, QueueBytes: max(64<<10, 16*q.Trim.SizeBytes)},
-		Classes:     fabric.DefaultClassMap(),
+		// A rate-scaled preset is resolved per port once the topology is
+		// built (BuildTopology); these are its values at the fabric rate.
+		ECN:     ecnAt(q.ECN, f.FabricLinkBps(), 0, 0),
+		Trim:    fabric.TrimConfig{Enabled: q.Trim.Enabled, Size: q.Trim.SizeBytes, QueueBytes: max(64<<10, 16*q.Trim.SizeBytes)},
+		Classes: fabric.DefaultClassMap(),
 	}
 	fab, host, nic := base, base, base
 	host.ECN.Enabled = q.ECN.Enabled && q.ECN.LastHop
@@ -39,6 +43,11 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 	if q.PFC.Enabled {
 		p := &fabric.PFCConfig{Enabled: true, Xoff: q.PFC.XoffBytes, Xon: q.PFC.XonBytes,
 			WatchdogOn: q.PFC.Watchdog.Enabled, Detection: q.PFC.Watchdog.DetectionTime(), Restoration: q.PFC.Watchdog.RestorationTime()}
+		if q.PFC.Mode == config.PFCDynamic {
+			d := fabric.DynamicPFC(f.HostLinkBps())
+			p.Dynamic, p.Reserve, p.ResumeOffset, p.NICRate = true, d.Reserve, d.ResumeOffset, d.NICRate
+			p.SharedBuffer = q.PFC.SharedBufferBytes
+		}
 		for _, pr := range q.PFC.Priorities {
 			p.Lossless |= 1 << pr
 		}
@@ -60,6 +69,13 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 	return o, nil
 }
 
+// ecnAt is the fabric's marking for a port of rate under e (see
+// config.ECNConfig.Thresholds for baseRTT and packetBytes).
+func ecnAt(e config.ECNConfig, rate uint64, baseRTT time.Duration, packetBytes int) fabric.ECNConfig {
+	t := e.Thresholds(rate, baseRTT, packetBytes)
+	return fabric.ECNConfig{Enabled: e.Enabled, Kmin: t.KminBytes, Kmax: t.KmaxBytes, Pmax: t.Pmax}
+}
+
 // BuildTopology builds the fabric the config describes on loop.
 func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 	o, err := FabricOptions(c)
@@ -67,14 +83,75 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 		return nil, err
 	}
 	f := c.Fabric
+	var topo *fabric.Topology
 	switch f.Topology {
 	case config.TopologyFatTree:
 		// Validation guarantees one link speed and delay throughout.
-		return fabric.BuildFatTree(loop, fabric.FatTreeSpec{K: f.K, Rate: f.HostLinkBps(), Delay: f.HostLinkPropDelay()}, o)
+		topo, err = fabric.BuildFatTree(loop, fabric.FatTreeSpec{K: f.K, Rate: f.HostLinkBps(), Delay: f.HostLinkPropDelay()}, o)
 	default:
-		return fabric.BuildClos(loop, fabric.ClosSpec{Planes: f.Planes, HostsPerT0: f.HostsPerT0, T0: f.T0PerPlane, T1: f.T1PerPlane,
+		topo, err = fabric.BuildClos(loop, fabric.ClosSpec{Planes: f.Planes, HostsPerT0: f.HostsPerT0, T0: f.T0PerPlane, T1: f.T1PerPlane,
 			HostRate: f.HostLinkBps(), FabricRate: f.FabricLinkBps(), HostDelay: f.HostLinkPropDelay(), FabricDelay: f.FabricLinkPropDelay()}, o)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if e := f.Queue.ECN; e.Enabled && config.ECNRateScaled(e.Preset) {
+		if err := scaleECN(topo, c); err != nil {
+			return nil, err
+		}
+	}
+	return topo, nil
+}
+
+// scaleECN resolves a rate-scaled ECN preset at every marking port of
+// topo, by its own link rate. htsim's thresholds are fractions of the
+// port's bandwidth-delay product over the fabric's base RTT (BaseRTT), in
+// whole full-MTU frames as the queue counts them; a Kmax beyond the port
+// buffer is refused (config.Validate checks the other presets).
+func scaleECN(topo *fabric.Topology, c config.Config) error {
+	e, buf := c.Fabric.Queue.ECN, c.Fabric.Queue.BufferBytes
+	rtt := (&Cluster{Config: c, Topo: topo}).BaseRTT()
+	frame := fabric.EthHeaderLen + c.Fabric.MTU + fabric.FCSLen
+	if topo.Mode == fabric.ForwardUSID {
+		frame += fabric.IPv6HeaderLen
+	}
+	var err error
+	topo.SetECNByRate(func(rate uint64) fabric.ECNConfig {
+		ecn := ecnAt(e, rate, rtt, frame)
+		if ecn.Kmax > buf && err == nil {
+			err = fmt.Errorf("fabric.queue.bufferBytes: must be ≥ %d, the Kmax of fabric.queue.ecn.preset %q at %s (base RTT %v), got %d",
+				ecn.Kmax, e.Preset, config.FormatSpeed(rate), rtt, buf)
+		}
+		return ecn
+	})
+	return err
+}
+
+// ECN is the marking every switch port uses, by role and link rate (the
+// resolved fabric.queue.ecn.preset).
+func (c *Cluster) ECN() []fabric.PortECN { return c.Topo.ECNByRate() }
+
+// ECNSummary describes the resolved marking for reports, e.g.
+// `ECN preset dcqcn-sigcomm15: fabric ports at 400G Kmin 5000 B, Kmax
+// 200000 B, Pmax 0.01; host-facing ports at 400G off`.
+func (c *Cluster) ECNSummary() string {
+	e := c.Config.Fabric.Queue.ECN
+	if !e.Enabled {
+		return "ECN off"
+	}
+	parts := []string{}
+	for _, p := range c.ECN() {
+		role := "fabric ports"
+		if p.HostFacing {
+			role = "host-facing ports"
+		}
+		m := "off"
+		if p.ECN.Enabled {
+			m = fmt.Sprintf("Kmin %d B, Kmax %d B, Pmax %g", p.ECN.Kmin, p.ECN.Kmax, p.ECN.Pmax)
+		}
+		parts = append(parts, fmt.Sprintf("%s at %s %s", role, config.FormatSpeed(p.RateBps), m))
+	}
+	return fmt.Sprintf("ECN preset %s: %s", e.Preset, strings.Join(parts, "; "))
 }
 
 // Cluster is a built simulation: loop, fabric and hosts.

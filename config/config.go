@@ -49,6 +49,12 @@ const (
 	PacingRealtime  = "realtime"
 )
 
+// PFC threshold modes (fabric.queue.pfc.mode).
+const (
+	PFCStatic  = "static"  // fixed xoffBytes / xonBytes per (port, priority)
+	PFCDynamic = "dynamic" // HPCC's switch MMU: free shared buffer >> shift
+)
+
 // PFC watchdog actions.
 const (
 	WatchdogDrop    = "drop"
@@ -167,17 +173,29 @@ type QueueConfig struct {
 }
 
 // ECNConfig is RED-style ECN marking on queue depth: no marking below
-// KminBytes, probability rising linearly to Pmax at KmaxBytes, always above.
+// Kmin, probability rising linearly to Pmax at Kmax, always above. The
+// thresholds come from Preset, resolved per port (Thresholds): a
+// reference's values, scaled with the port's rate where it scales them,
+// or with preset custom the explicit KminBytes, KmaxBytes and Pmax.
 type ECNConfig struct {
 	// Enabled turns marking on at fabric-facing ports (and host-facing
 	// ones with LastHop); NIC ports never mark.
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
-	// KminBytes is the class queue depth, at enqueue, below which nothing
-	// is marked.
+	// Preset names the thresholds' reference: "dcqcn-sigcomm15" (5 KB /
+	// 200 KB / 0.01, the default), "hpcc" (4 / 16 KB per Gb/s of the
+	// port, 0.2), "htsim" (0.2 / 0.8 BDP of the port, 1), "seed002" (100
+	// KB / 200 KB / 0.5) or "custom" (the three fields below). Giving
+	// any of those fields without naming a preset in the same file or
+	// --set list means custom (Load).
+	Preset string `mapstructure:"preset" yaml:"preset" json:"preset"`
+	// KminBytes is, with preset custom, the class queue depth at enqueue
+	// at or below which nothing is marked; 0 with any other preset.
 	KminBytes int `mapstructure:"kminBytes" yaml:"kminBytes" json:"kminBytes"`
-	// KmaxBytes is the depth above which every packet is marked.
+	// KmaxBytes is, with preset custom, the depth above which every
+	// packet is marked; 0 with any other preset.
 	KmaxBytes int `mapstructure:"kmaxBytes" yaml:"kmaxBytes" json:"kmaxBytes"`
-	// Pmax is the marking probability at KmaxBytes.
+	// Pmax is, with preset custom, the marking probability at KmaxBytes;
+	// 0 with any other preset.
 	Pmax float64 `mapstructure:"pmax" yaml:"pmax" json:"pmax"`
 	// LastHop enables marking on ports facing hosts too.
 	LastHop bool `mapstructure:"lastHop" yaml:"lastHop" json:"lastHop"`
@@ -200,10 +218,22 @@ type PFCConfig struct {
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
 	// Priorities are the lossless priorities, each 0..7, no duplicates.
 	Priorities []int `mapstructure:"priorities" yaml:"priorities" json:"priorities"`
-	// XoffBytes is the bytes of a lossless class held for one ingress port
-	// at which that port's upstream is paused (a PAUSE frame for the class).
+	// Mode is "static" (XoffBytes / XonBytes) or "dynamic": HPCC's switch
+	// MMU (switch-mmu.cc), where a switch-wide shared buffer's free part
+	// >> shift is the pause threshold (shift 3 at the host link rate, one
+	// less per doubling of the port's rate), with a 4 KB reserve per
+	// (port, priority), resume 3 KB under the threshold and the headroom
+	// per port as below.
+	Mode string `mapstructure:"mode" yaml:"mode" json:"mode"`
+	// SharedBufferBytes is the switch's shared buffer in dynamic mode; 0
+	// means the sum of its egress port buffers (ports × bufferBytes).
+	SharedBufferBytes int `mapstructure:"sharedBufferBytes" yaml:"sharedBufferBytes" json:"sharedBufferBytes"`
+	// XoffBytes is, in static mode, the bytes of a lossless class held for
+	// one ingress port at which that port's upstream is paused (a PAUSE
+	// frame for the class).
 	XoffBytes int `mapstructure:"xoffBytes" yaml:"xoffBytes" json:"xoffBytes"`
-	// XonBytes is the level at or below which it is resumed.
+	// XonBytes is, in static mode, the level at or below which it is
+	// resumed.
 	XonBytes int `mapstructure:"xonBytes" yaml:"xonBytes" json:"xonBytes"`
 	// HeadroomBytes is reserved above Xoff; 0 means 3 × rate × delay
 	// (see PFCConfig.Headroom).
@@ -395,18 +425,21 @@ func Default() Config {
 				BufferBytes: DefaultBuffer,
 				ECN: ECNConfig{
 					Enabled:   true,
-					KminBytes: 37500,
-					KmaxBytes: 150000,
-					Pmax:      0.2,
+					Preset:    ECNDCQCN,
+					KminBytes: 0,
+					KmaxBytes: 0,
+					Pmax:      0,
 					LastHop:   false,
 				},
 				Trim: TrimConfig{Enabled: true, SizeBytes: 128},
 				PFC: PFCConfig{
-					Enabled:       false,
-					Priorities:    []int{3},
-					XoffBytes:     96000,
-					XonBytes:      48000,
-					HeadroomBytes: 0,
+					Enabled:           false,
+					Priorities:        []int{3},
+					Mode:              PFCStatic,
+					SharedBufferBytes: 0,
+					XoffBytes:         96000,
+					XonBytes:          48000,
+					HeadroomBytes:     0,
 					Watchdog: PFCWatchdogConfig{
 						Enabled:     true,
 						Detection:   defaultDetect.String(),

@@ -71,7 +71,7 @@ func TestDefaultValidates(t *testing.T) {
 		{"forwarding", f.Forwarding, "usid"},
 		{"ifgBytes", f.IFGBytes, 20},
 		{"bufferBytes", f.Queue.BufferBytes, 1 << 20},
-		{"ecn", f.Queue.ECN, ECNConfig{Enabled: true, KminBytes: 37500, KmaxBytes: 150000, Pmax: 0.2}},
+		{"ecn", f.Queue.ECN, ECNConfig{Enabled: true, Preset: ECNDCQCN}},
 		{"trim", f.Queue.Trim, TrimConfig{Enabled: true, SizeBytes: 128}},
 		{"pfc.enabled", f.Queue.PFC.Enabled, false},
 		{"pfc.priorities", f.Queue.PFC.Priorities, []int{3}},
@@ -164,13 +164,13 @@ transport:
 output:
   pcap: [p0.t0.0/7, p1.t1.3/3, h15/p1]
 `)
-	c, err := Load(path, []string{"fabric.planes=3", "fabric.queue.ecn.kmaxBytes=200000", "seed=9"})
+	c, err := Load(path, []string{"fabric.planes=3", "fabric.queue.ecn.kmaxBytes=300000", "seed=9"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := c.Fabric
 	if f.Preset != "B" || f.Planes != 3 || f.HostLinkBps() != 100e9 || f.MTU != 9000 ||
-		f.Queue.ECN.KmaxBytes != 200000 || f.Queue.ECN.KminBytes != 37500 ||
+		f.Queue.ECN != (ECNConfig{Enabled: true, Preset: ECNCustom, KminBytes: 5000, KmaxBytes: 300000, Pmax: 0.01}) ||
 		!slices.Equal(f.Queue.PFC.Priorities, []int{2, 5}) || c.Transport.Kind != "roce" ||
 		c.Seed != 9 || !slices.Equal(c.Output.Pcap, []string{"p0.t0.0/7", "p1.t1.3/3", "h15/p1"}) {
 		t.Errorf("file+set gave %+v", c)
@@ -396,7 +396,13 @@ func TestInvalidConfigs(t *testing.T) {
 		{"mtu 1000", "", []string{"fabric.mtu=1000"}, []string{"fabric.mtu"}},
 		{"mtu 10000", "", []string{"fabric.mtu=10000"}, []string{"fabric.mtu"}},
 		{"ifg 65", "", []string{"fabric.ifgBytes=65"}, []string{"fabric.ifgBytes"}},
-		{"kmin >= kmax", "", []string{"fabric.queue.ecn.kminBytes=150000"}, []string{"fabric.queue.ecn.kminBytes"}},
+		{"kmin >= kmax", "", []string{"fabric.queue.ecn.kminBytes=200000"}, []string{"fabric.queue.ecn.kminBytes"}},
+		{"unknown ecn preset", "", []string{"fabric.queue.ecn.preset=dctcp"}, []string{"fabric.queue.ecn.preset"}},
+		{"kmin with a named non-custom preset", "", []string{"fabric.queue.ecn.preset=seed002", "fabric.queue.ecn.kminBytes=1000"}, []string{"fabric.queue.ecn.kminBytes"}},
+		{"kmin with a named preset in the file", "fabric: {queue: {ecn: {preset: hpcc, pmax: 0.5}}}", []string{"fabric.queue.bufferBytes=2000000"}, []string{"fabric.queue.ecn.pmax"}},
+		{"custom replacing hpcc without kmax", "fabric: {queue: {bufferBytes: 2000000, ecn: {preset: hpcc}}}", []string{"fabric.queue.ecn.kminBytes=1000", "fabric.queue.ecn.pmax=0.5"}, []string{"fabric.queue.ecn.kmaxBytes"}},
+		{"hpcc Kmax beyond the buffer", "", []string{"fabric.queue.ecn.preset=hpcc"}, []string{"fabric.queue.bufferBytes"}},
+		{"hpcc Kmax beyond the buffer at the last hop's 400G", "", []string{"fabric.queue.ecn.preset=hpcc", "fabric.queue.bufferBytes=2000000", "fabric.hostLinkSpeed=400G", "fabric.queue.ecn.lastHop=true"}, []string{"fabric.queue.bufferBytes"}},
 		{"kmax > buffer", "", []string{"fabric.queue.ecn.kmaxBytes=2000000"}, []string{"fabric.queue.ecn.kmaxBytes"}},
 		{"pmax 0", "", []string{"fabric.queue.ecn.pmax=0"}, []string{"fabric.queue.ecn.pmax"}},
 		{"pmax 1.5", "fabric: {queue: {ecn: {pmax: 1.5}}}", nil, []string{"fabric.queue.ecn.pmax"}},
@@ -407,6 +413,8 @@ func TestInvalidConfigs(t *testing.T) {
 		{"xoff <= xon", "", []string{pfcOn, "fabric.queue.pfc.xoffBytes=48000"}, []string{"fabric.queue.pfc.xoffBytes"}},
 		{"xoff >= buffer", "", []string{pfcOn, "fabric.queue.pfc.xoffBytes=1048576"}, []string{"fabric.queue.pfc.xoffBytes"}},
 		{"negative headroom", "", []string{pfcOn, "fabric.queue.pfc.headroomBytes=-1"}, []string{"fabric.queue.pfc.headroomBytes"}},
+		{"pfc mode adaptive", "", []string{pfcOn, "fabric.queue.pfc.mode=adaptive"}, []string{"fabric.queue.pfc.mode"}},
+		{"negative shared buffer", "", []string{pfcOn, "fabric.queue.pfc.mode=dynamic", "fabric.queue.pfc.sharedBufferBytes=-1"}, []string{"fabric.queue.pfc.sharedBufferBytes"}},
 		{"watchdog action reboot", "", []string{pfcOn, "fabric.queue.pfc.watchdog.action=reboot"}, []string{"fabric.queue.pfc.watchdog.action"}},
 		{"watchdog detection 0", "", []string{pfcOn, "fabric.queue.pfc.watchdog.detection=0s"}, []string{"fabric.queue.pfc.watchdog.detection"}},
 		{"odd k for fattree", "", []string{"fabric.topology=fattree", "fabric.k=5"}, []string{"fabric.k"}},
@@ -454,7 +462,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"preset Z in file", "fabric: {preset: Z}", nil, []string{"fabric.preset"}},
 		{"bufferBytes < 2*MTU", "", []string{"fabric.queue.ecn.enabled=false", "fabric.queue.bufferBytes=8399"}, []string{"fabric.queue.bufferBytes"}},
 		{"bufferBytes < 2*MTU with ECN on", "", []string{"fabric.mtu=9000", "fabric.queue.bufferBytes=17000"},
-			[]string{"fabric.queue.bufferBytes", "fabric.queue.ecn.kmaxBytes"}},
+			[]string{"fabric.queue.bufferBytes", "fabric.queue.bufferBytes"}},
 		{"several at once", "fabric: {planes: 0}", []string{"fabric.mtu=1", "run.pacing=x"},
 			[]string{"fabric.planes", "fabric.mtu", "run.pacing"}},
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -34,7 +35,9 @@ import (
 // derives fabric.t0PerPlane = hosts/hostsPerT0; setting hostsPerT0 or
 // t0PerPlane alone derives hosts; fabric.topology=fattree derives planes=1
 // and hosts = k^3/4; setting the PFC watchdog detection alone derives
-// restoration = 2×detection.
+// restoration = 2×detection; giving fabric.queue.ecn.kminBytes, kmaxBytes
+// or pmax in the file or in sets without naming fabric.queue.ecn.preset
+// there sets the preset to custom (see layerECN).
 //
 // The merged values are decoded with viper, normalized and validated. The
 // error is a join of every problem found (each a *FieldError where it
@@ -80,12 +83,14 @@ func load(path string, read func() ([]byte, error), sets []string) (Config, erro
 	}
 
 	var tree map[string]any
+	inSets, inFile := maps.Clone(explicit), map[string]bool{}
 	if path != "" {
-		t, err := readYAML(path, read, explicit, &errs)
+		t, err := readYAML(path, read, inFile, &errs)
 		if err != nil {
 			return Config{}, errors.Join(append(errs, err)...)
 		}
 		tree = t
+		maps.Copy(explicit, inFile)
 	}
 	if !presetSet {
 		if fab, ok := tree["fabric"].(map[string]any); ok {
@@ -129,6 +134,15 @@ func load(path string, read func() ([]byte, error), sets []string) (Config, erro
 	if explicit["fabric.queue.pfc.watchdog.detection"] && !explicit["fabric.queue.pfc.watchdog.restoration"] {
 		f.Queue.PFC.Watchdog.Restoration = ""
 	}
+	if !inSets["fabric.queue.ecn.preset"] {
+		// What the sets give above the file is not the file's to clear.
+		fileECN := maps.Clone(inFile)
+		for _, k := range []string{"fabric.queue.ecn.kminBytes", "fabric.queue.ecn.kmaxBytes", "fabric.queue.ecn.pmax"} {
+			fileECN[k] = fileECN[k] || inSets[k]
+		}
+		layerECN(&f.Queue.ECN, fileECN)
+	}
+	layerECN(&f.Queue.ECN, inSets)
 	cfg.Normalize()
 
 	if err := cfg.Validate(); err != nil {

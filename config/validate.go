@@ -50,7 +50,7 @@ func formatValue(v any) string {
 // Config to check): NaN and ±Inf are refused for each, on input and by
 // Validate.
 var floatRanges = map[string]string{
-	"fabric.queue.ecn.pmax":       "(0, 1]",
+	"fabric.queue.ecn.pmax":       "(0, 1] with preset custom",
 	"run.realtimeSlowdown":        "[1, 1e+06]",
 	"transport.mrc.tlpFactor":     "{0} ∪ [0.5, 64]",
 	"transport.roce.irnBDPFactor": "{0} ∪ [0.25, 16]",
@@ -450,7 +450,7 @@ func (f *FabricConfig) validate(v *validator) {
 	mtuOK := v.intRange("fabric.mtu", f.MTU, MinMTU, MaxMTU)
 	v.oneOf("fabric.forwarding", f.Forwarding, ForwardingECMP, ForwardingUSID, ForwardingStatic)
 	v.intRange("fabric.ifgBytes", f.IFGBytes, 0, MaxIFGBytes)
-	f.Queue.validate(v, f.MTU, mtuOK)
+	f.Queue.validate(v, f.MTU, mtuOK, f.ECNRates())
 }
 
 func (f *FabricConfig) validateClos(v *validator) {
@@ -535,7 +535,7 @@ func (f *FabricConfig) validateFatTree(v *validator) {
 	}
 }
 
-func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
+func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool, rates []uint64) {
 	switch {
 	case q.BufferBytes <= 0 || q.BufferBytes > MaxBufferBytes:
 		v.add("fabric.queue.bufferBytes", fmt.Sprintf("must be > 0 and ≤ %d (256 MiB: no switch chip has more buffer for one port)", MaxBufferBytes), q.BufferBytes)
@@ -545,17 +545,45 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
 	buf := q.BufferBytes
 
 	if e := q.ECN; e.Enabled {
-		switch {
-		case e.KminBytes < 0:
-			v.add("fabric.queue.ecn.kminBytes", "must be ≥ 0", e.KminBytes)
-		case e.KminBytes >= e.KmaxBytes:
-			v.add("fabric.queue.ecn.kminBytes", fmt.Sprintf("must be < fabric.queue.ecn.kmaxBytes (%d)", e.KmaxBytes), e.KminBytes)
+		v.oneOf("fabric.queue.ecn.preset", e.Preset, ECNPresetNames()...)
+		if e.Preset == ECNCustom {
+			switch {
+			case e.KmaxBytes <= 0:
+				v.add("fabric.queue.ecn.kmaxBytes", "must be > 0 with preset custom (give kminBytes, kmaxBytes and pmax)", e.KmaxBytes)
+			case e.KminBytes < 0:
+				v.add("fabric.queue.ecn.kminBytes", "must be ≥ 0", e.KminBytes)
+			case e.KminBytes >= e.KmaxBytes:
+				v.add("fabric.queue.ecn.kminBytes", fmt.Sprintf("must be < fabric.queue.ecn.kmaxBytes (%d)", e.KmaxBytes), e.KminBytes)
+			}
+			if e.KmaxBytes > buf {
+				v.add("fabric.queue.ecn.kmaxBytes", fmt.Sprintf("must be ≤ fabric.queue.bufferBytes (%d)", buf), e.KmaxBytes)
+			}
+			if isFinite(e.Pmax) && !(e.Pmax > 0 && e.Pmax <= 1) { // NaN/Inf: finiteFloats
+				v.add("fabric.queue.ecn.pmax", "must be in "+floatRanges["fabric.queue.ecn.pmax"], e.Pmax)
+			}
+		} else if slices.Contains(ECNPresetNames(), e.Preset) {
+			why := fmt.Sprintf("must be 0 unless fabric.queue.ecn.preset is custom (preset %q sets it)", e.Preset)
+			if e.KminBytes != 0 {
+				v.add("fabric.queue.ecn.kminBytes", why, e.KminBytes)
+			}
+			if e.KmaxBytes != 0 {
+				v.add("fabric.queue.ecn.kmaxBytes", why, e.KmaxBytes)
+			}
+			if isFinite(e.Pmax) && e.Pmax != 0 {
+				v.add("fabric.queue.ecn.pmax", why, e.Pmax)
+			}
 		}
-		if e.KmaxBytes > buf {
-			v.add("fabric.queue.ecn.kmaxBytes", fmt.Sprintf("must be ≤ fabric.queue.bufferBytes (%d)", buf), e.KmaxBytes)
-		}
-		if isFinite(e.Pmax) && !(e.Pmax > 0 && e.Pmax <= 1) { // NaN/Inf: finiteFloats
-			v.add("fabric.queue.ecn.pmax", "must be in "+floatRanges["fabric.queue.ecn.pmax"], e.Pmax)
+		// A preset's Kmax must fit the buffer at every marking rate (htsim's
+		// depends on the base RTT: checked where the fabric is built).
+		if _, fixed := fixedECN[e.Preset]; fixed || e.Preset == ECNHPCC {
+			for _, r := range rates {
+				if r == 0 {
+					continue
+				}
+				if t := e.Thresholds(r, 0, 0); t.KmaxBytes > buf {
+					v.add("fabric.queue.bufferBytes", fmt.Sprintf("must be ≥ %d, the Kmax of fabric.queue.ecn.preset %q at %s (or choose another preset)", t.KmaxBytes, e.Preset, FormatSpeed(r)), buf)
+				}
+			}
 		}
 	}
 
@@ -578,6 +606,10 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool) {
 		}
 		if dup {
 			v.add("fabric.queue.pfc.priorities", "must not list a priority twice", p.Priorities)
+		}
+		v.oneOf("fabric.queue.pfc.mode", p.Mode, PFCStatic, PFCDynamic)
+		if p.SharedBufferBytes < 0 || p.SharedBufferBytes > MaxBufferBytes {
+			v.add("fabric.queue.pfc.sharedBufferBytes", fmt.Sprintf("must be 0..%d (0 = ports × bufferBytes)", MaxBufferBytes), p.SharedBufferBytes)
 		}
 		if p.XonBytes < 0 {
 			v.add("fabric.queue.pfc.xonBytes", "must be ≥ 0", p.XonBytes)

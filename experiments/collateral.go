@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -65,7 +66,8 @@ incast, but not X's last-hop port. Every flow is one RDMA write stream of
 the cell's transport, payload elided. Cells: MRC (uSID, per-packet
 spraying, trimming, NSCC, PFC off, last-hop ECN off); RoCE + DCQCN (HPCC
 ns-3 preset, go-back-N, ECMP, PFC on, ECN on every switch port including
-the last hop: config defaults Kmin 37.5 KB / Kmax 150 KB / Pmax 0.2) with 1
+the last hop with the config's fabric.queue.ecn.preset, by default
+dcqcn-sigcomm15: Kmin 5 KB / Kmax 200 KB / Pmax 1%) with 1
 and with 8 QPs per flow (a flow's bytes split evenly over its QPs);
 RoCE with PFC alone (the same fabric, transport.roce.cc=none: marks are
 ignored). Victim throughput = bytes arriving at Y's NIC per exp.interval
@@ -154,6 +156,7 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	line := float64(env.Config.Fabric.HostLinkBps())
 	var events uint64
+	var ecn []string // the resolved marking of each cell
 	for i, cell := range cells {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -168,6 +171,7 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 			return nil, err
 		}
 		env.Watch(c)
+		ecn = append(ecn, cell.short+": "+c.ECNSummary())
 		// The victim never runs out of bytes before the deadline.
 		vbytes := uint64(line/8*deadline.Seconds()) &^ (1<<20 - 1)
 		if _, err := startFlow(c, vsrc, Y, vbytes); err != nil {
@@ -233,6 +237,7 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 			cell.name, 100*cell.before, 100*cell.during, 100*cell.worst, 100*cell.incastFrac, cell.pauses)
 	}
 	res := x.report(cells, n, each, incastAt, interval, senders, vsrc, line)
+	res.Notes += "\n\nECN as resolved per port (fabric.queue.ecn.preset): " + strings.Join(ecn, "; ") + "."
 	res.Events = events
 	return res, nil
 }

@@ -55,10 +55,10 @@ ECMP, PFC on, ECN marking on every switch port including the last hop, a
 (k−1) × exp.stagger and sends until the run ends exp.hold after the last
 one joined (payload elided). A DCQCN setting is the NIC's reaction point
 (package roce presets) together with the switches' ECN marking:
-"default" is the HPCC ns-3 DCQCN preset (dcqcn_hpcc) with its ECN
-thresholds scaled to 400G (Kmin 1.6 MB, Kmax 6.4 MB, Pmax 0.2);
-"more aggressive" marks at the DCQCN paper's thresholds (5 KB / 200 KB /
-1%) and reacts with dcqcn_hpcc_g4_slow2 (g ×4, recovery 2× slower);
+"default" is the HPCC ns-3 DCQCN preset (dcqcn_hpcc) with ECN preset
+hpcc, its thresholds scaled to 400G (Kmin 1.6 MB, Kmax 6.4 MB, Pmax 0.2);
+"more aggressive" marks with ECN preset dcqcn-sigcomm15, the DCQCN
+paper's thresholds (5 KB / 200 KB / 1%), and reacts with dcqcn_hpcc_g4_slow2 (g ×4, recovery 2× slower);
 "most aggressive" keeps those thresholds with dcqcn_hpcc_g16_slow4 (g ×16,
 recovery 4× slower). Measured: the last-hop queue (T0 port to host 0)
 every µs, PAUSE frames sent by switches, drops, and the throughput into
@@ -76,9 +76,9 @@ type dqSetting struct {
 }
 
 var dqSettings = []dqSetting{
-	{"default (dcqcn_hpcc, ECN 1.6 MB / 6.4 MB / 0.2)", "default", "default", []string{"transport.roce.cc=dcqcn_hpcc", "fabric.queue.ecn.kminBytes=1600000", "fabric.queue.ecn.kmaxBytes=6400000", "fabric.queue.ecn.pmax=0.2"}},
-	{"more aggressive (dcqcn_hpcc_g4_slow2, ECN 5 KB / 200 KB / 0.01)", "more", "more aggressive", []string{"transport.roce.cc=dcqcn_hpcc_g4_slow2", "fabric.queue.ecn.kminBytes=5000", "fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}},
-	{"most aggressive (dcqcn_hpcc_g16_slow4, ECN 5 KB / 200 KB / 0.01)", "most", "most aggressive", []string{"transport.roce.cc=dcqcn_hpcc_g16_slow4", "fabric.queue.ecn.kminBytes=5000", "fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}},
+	{"default (dcqcn_hpcc, ECN preset hpcc: 1.6 MB / 6.4 MB / 0.2 at 400G)", "default", "default", []string{"transport.roce.cc=dcqcn_hpcc", "fabric.queue.ecn.preset=hpcc"}},
+	{"more aggressive (dcqcn_hpcc_g4_slow2, ECN preset dcqcn-sigcomm15: 5 KB / 200 KB / 0.01)", "more", "more aggressive", []string{"transport.roce.cc=dcqcn_hpcc_g4_slow2", "fabric.queue.ecn.preset=dcqcn-sigcomm15"}},
+	{"most aggressive (dcqcn_hpcc_g16_slow4, ECN preset dcqcn-sigcomm15: 5 KB / 200 KB / 0.01)", "most", "most aggressive", []string{"transport.roce.cc=dcqcn_hpcc_g16_slow4", "fabric.queue.ecn.preset=dcqcn-sigcomm15"}},
 }
 
 // dqPhase is a stretch of the run: the window (from, to) or the time k
@@ -215,6 +215,7 @@ func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	var rs []dqResult
 	var events uint64
+	var ecn []string // the resolved marking of each setting
 	for i, st := range dqSettings {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -229,6 +230,7 @@ func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
 			return nil, err
 		}
 		env.Watch(c)
+		ecn = append(ecn, st.short+": "+c.ECNSummary())
 		r, err := dqIncast(c, n, stagger, hold, interval)
 		ev := c.Executed()
 		c.Close()
@@ -240,6 +242,7 @@ func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
 		env.logf("dcqcn-tuning: %s: throughput %.1f%%, mean queue %.0f KB, %d PAUSE, %d events\n", st.short, 100*r.window.throughput, r.window.meanQ/1e3, r.window.totalPause, ev)
 	}
 	res := x.report(rs, n, stagger, hold, interval)
+	res.Notes += "\n\nECN as resolved per port (fabric.queue.ecn.preset): " + strings.Join(ecn, "; ") + "."
 	res.Events = events
 	return res, nil
 }

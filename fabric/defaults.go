@@ -3,14 +3,14 @@ package fabric
 import "time"
 
 // DefaultPortConfig returns the port settings vcluster uses when a config
-// says nothing: 1 MiB buffer, 20 B preamble+IFG, RED/ECN 37.5/150 KB with
-// Pmax 0.2, trimming to 128 B with a 64 KiB header queue, the default
+// says nothing: 1 MiB buffer, 20 B preamble+IFG, RED/ECN at the DCQCN
+// paper's 5 KB / 200 KB / 1 %, trimming to 128 B with a 64 KiB header queue, the default
 // DSCP→class map, PFC off.
 func DefaultPortConfig() *PortConfig {
 	return &PortConfig{
 		BufferBytes: 1 << 20,
 		IFGBytes:    20,
-		ECN:         ECNConfig{Enabled: true, Kmin: 37500, Kmax: 150000, Pmax: 0.2},
+		ECN:         ECNConfig{Enabled: true, Kmin: DefaultECNKmin, Kmax: DefaultECNKmax, Pmax: DefaultECNPmax},
 		Trim:        TrimConfig{Enabled: true, Size: 128, QueueBytes: 64 << 10},
 		Classes:     DefaultClassMap(),
 	}
@@ -35,6 +35,15 @@ func DefaultOptions(mode ForwardingMode) Options {
 func DefaultPFC() *PFCConfig {
 	return &PFCConfig{Enabled: true, Lossless: 1 << ClassRoCE, Xoff: 96000, Xon: 48000, Headroom: 64000,
 		WatchdogOn: true, Detection: 200 * time.Millisecond, Restoration: 400 * time.Millisecond, WatchdogAct: WatchdogDrop}
+}
+
+// DynamicPFC is DefaultPFC with HPCC's dynamic threshold: 4 KB reserve
+// per (port, class), 3 KB resume offset, the shared buffer the sum of the
+// switch's port buffers, shift 3 at nicRate.
+func DynamicPFC(nicRate uint64) *PFCConfig {
+	p := DefaultPFC()
+	p.Dynamic, p.Reserve, p.ResumeOffset, p.NICRate = true, 4<<10, 3<<10, nicRate
+	return p
 }
 
 // WithPFC turns PFC on for every port role of o.

@@ -80,22 +80,56 @@ func (pt *Port) pause(c uint8, quanta uint16) {
 
 // IngressAccounting is a switch's PFC state: bytes held in the switch per
 // (ingress port, lossless class), and which upstream ports it has paused.
+//
+// Static mode pauses an ingress at Xoff bytes and resumes it at Xon. The
+// dynamic mode is HPCC's switch MMU (switch-mmu.cc): each (port, class)
+// first fills a private reserve, then the switch-wide shared buffer, then
+// (once the pause threshold is passed) the port's headroom. The threshold
+// is what the shared buffer has free, shifted right by the port's shift:
+//
+//	threshold = (buffer − Σheadroom − Σreserve − shared used) >> shift
+//
+// so it falls as the switch fills. XOFF when the class holds headroom
+// bytes or its shared bytes reach the threshold; XON when it holds no
+// headroom bytes and its shared bytes are 0 or ResumeOffset below the
+// threshold; a frame drops only when it fits neither the headroom nor
+// the shared buffer.
 type IngressAccounting struct {
 	cfg   *PFCConfig
 	ports []*Port
-	bytes [][NumClasses]int
-	xoff  []uint8 // bit c: XOFF sent for class c on this ingress
+	bytes [][NumClasses]int // static: all held; dynamic: reserve + shared part
+	xoff  []uint8           // bit c: XOFF sent for class c on this ingress
 	loop  *sim.Loop
+
+	// Dynamic mode.
+	hdrm       [][NumClasses]int // headroom bytes per (port, class)
+	sharedUsed int
+	free       int // buffer − Σheadroom − Σreserve
 }
 
 // NewIngressAccounting returns PFC accounting for a switch's ports.
 func NewIngressAccounting(loop *sim.Loop, cfg *PFCConfig, ports []*Port) *IngressAccounting {
-	return &IngressAccounting{cfg: cfg, ports: ports, bytes: make([][NumClasses]int, len(ports)), xoff: make([]uint8, len(ports)), loop: loop}
+	a := &IngressAccounting{cfg: cfg, ports: ports, bytes: make([][NumClasses]int, len(ports)), xoff: make([]uint8, len(ports)), loop: loop}
+	if cfg.Dynamic {
+		a.hdrm = make([][NumClasses]int, len(ports))
+		buf := cfg.SharedBuffer
+		if buf == 0 {
+			for _, p := range ports {
+				buf += p.cfg.BufferBytes
+			}
+		}
+		// HPCC's ConfigNPort: one headroom and one reserve per port.
+		a.free = buf - len(ports)*(cfg.Headroom+cfg.Reserve)
+	}
+	return a
 }
 
 // admit accounts p arriving on port in; it reports false when p must drop
 // because the headroom is exhausted.
 func (a *IngressAccounting) admit(p *Packet, in int32) bool {
+	if a.cfg.Dynamic {
+		return a.admitDynamic(p, in)
+	}
 	c := p.Class
 	b := a.bytes[in][c] + p.WireLen
 	if b > a.cfg.Xoff+a.cfg.Headroom {
@@ -103,9 +137,37 @@ func (a *IngressAccounting) admit(p *Packet, in int32) bool {
 	}
 	a.bytes[in][c] = b
 	if b >= a.cfg.Xoff && a.xoff[in]&(1<<c) == 0 {
-		a.xoff[in] |= 1 << c
-		a.ports[in].SendPause(c, MaxQuanta)
-		a.armRefresh(in, c)
+		a.sendXoff(in, c)
+	}
+	return true
+}
+
+func (a *IngressAccounting) sendXoff(in int32, c uint8) {
+	a.xoff[in] |= 1 << c
+	a.ports[in].SendPause(c, MaxQuanta)
+	a.armRefresh(in, c)
+}
+
+// admitDynamic is HPCC's CheckIngressAdmission, UpdateIngressAdmission
+// and CheckShouldPause.
+func (a *IngressAccounting) admitDynamic(p *Packet, in int32) bool {
+	c, n := p.Class, p.WireLen
+	th := a.Threshold(int(in))
+	if n+a.hdrm[in][c] > a.cfg.Headroom && n+a.shared(in, c) > th {
+		return false
+	}
+	b := a.bytes[in][c] + n
+	switch {
+	case b <= a.cfg.Reserve:
+		a.bytes[in][c] = b
+	case b-a.cfg.Reserve > th:
+		a.hdrm[in][c] += n
+	default:
+		a.bytes[in][c] = b
+		a.sharedUsed += min(n, b-a.cfg.Reserve)
+	}
+	if a.xoff[in]&(1<<c) == 0 && (a.hdrm[in][c] > 0 || a.shared(in, c) >= a.Threshold(int(in))) {
+		a.sendXoff(in, c)
 	}
 	return true
 }
@@ -116,16 +178,62 @@ func (a *IngressAccounting) release(p *Packet) {
 		return
 	}
 	in, c := p.InPort, p.Class
-	a.bytes[in][c] -= p.WireLen
 	p.InPort = -1
+	if a.cfg.Dynamic {
+		a.releaseDynamic(in, c, p.WireLen)
+		return
+	}
+	a.bytes[in][c] -= p.WireLen
 	if a.xoff[in]&(1<<c) != 0 && a.bytes[in][c] <= a.cfg.Xon {
 		a.xoff[in] &^= 1 << c
 		a.ports[in].SendPause(c, 0)
 	}
 }
 
+// releaseDynamic is HPCC's RemoveFromIngressAdmission and
+// CheckShouldResume.
+func (a *IngressAccounting) releaseDynamic(in int32, c uint8, n int) {
+	fromHdrm := min(a.hdrm[in][c], n)
+	fromShared := min(n-fromHdrm, max(0, a.bytes[in][c]-a.cfg.Reserve))
+	a.hdrm[in][c] -= fromHdrm
+	a.bytes[in][c] -= n - fromHdrm
+	a.sharedUsed -= fromShared
+	if a.xoff[in]&(1<<c) != 0 && a.hdrm[in][c] == 0 {
+		if s := a.shared(in, c); s == 0 || s+a.cfg.ResumeOffset <= a.Threshold(int(in)) {
+			a.xoff[in] &^= 1 << c
+			a.ports[in].SendPause(c, 0)
+		}
+	}
+}
+
+// shared is the bytes (port, class) holds in the shared buffer.
+func (a *IngressAccounting) shared(in int32, c uint8) int {
+	return max(0, a.bytes[in][c]-a.cfg.Reserve)
+}
+
+// Threshold is the dynamic mode's pause threshold of ingress port in now:
+// the free shared buffer >> the port's shift (3 at the NIC rate, one less
+// per doubling of the port's rate above it, as HPCC's third.cc sets it).
+func (a *IngressAccounting) Threshold(in int) int {
+	shift := 3
+	if pt := a.ports[in]; pt.Tx != nil {
+		for r := pt.Tx.Rate; r > a.cfg.NICRate && a.cfg.NICRate > 0 && shift > 0; r /= 2 {
+			shift--
+		}
+	}
+	return max(0, a.free-a.sharedUsed) >> shift
+}
+
+// SharedUsed is the dynamic mode's bytes in the switch's shared buffer.
+func (a *IngressAccounting) SharedUsed() int { return a.sharedUsed }
+
 // Held returns the bytes accounted to (ingress port, class).
-func (a *IngressAccounting) Held(in int, c int) int { return a.bytes[in][c] }
+func (a *IngressAccounting) Held(in int, c int) int {
+	if a.hdrm != nil {
+		return a.bytes[in][c] + a.hdrm[in][c]
+	}
+	return a.bytes[in][c]
+}
 
 // A pause of MaxQuanta runs out; while XOFF holds, it is renewed at half its
 // length so the upstream never resumes on its own.
@@ -149,13 +257,20 @@ func (a *IngressAccounting) OnEvent(arg uint64) {
 // a class that stays paused with frames queued and no transmit progress for
 // the detection time is declared stormed; then its pauses are ignored (and,
 // in drop mode, its frames dropped) until no pause has arrived for the
-// restoration time.
+// restoration time. In drop mode the frames of a stormed class that
+// arrive on the port are dropped as well (SONiC drops both directions).
 type watchdog struct {
 	action    int
 	armed     uint8 // bit c: a detection check is scheduled
 	stormed   uint8
 	lastPause [NumClasses]sim.Time
 	txSnap    [NumClasses]uint64
+}
+
+// dropsIngress reports whether frames of class c arriving on the port are
+// dropped: the class is stormed and the action is drop.
+func (w *watchdog) dropsIngress(c uint8) bool {
+	return w.action == WatchdogDrop && w.stormed&(1<<c) != 0
 }
 
 func (pt *Port) watchdogSawPause(c uint8) {

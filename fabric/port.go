@@ -47,10 +47,24 @@ const (
 // PFCConfig is priority flow control: the lossless classes, the ingress
 // thresholds at switches, and the storm watchdog at egress.
 type PFCConfig struct {
-	Enabled     bool
-	Lossless    uint8 // bit c set: class c is lossless
-	Xoff, Xon   int   // ingress bytes per (port, class)
-	Headroom    int   // bytes absorbed above Xoff before dropping
+	Enabled   bool
+	Lossless  uint8 // bit c set: class c is lossless
+	Xoff, Xon int   // static mode: ingress bytes per (port, class)
+	Headroom  int   // bytes absorbed above the pause threshold before dropping
+	// Dynamic selects HPCC's switch MMU (switch-mmu.cc) instead of the
+	// static Xoff/Xon: a switch-wide shared buffer whose free part, shifted
+	// right per port, is the pause threshold (see IngressAccounting).
+	Dynamic bool
+	// SharedBuffer is the switch's buffer in dynamic mode; 0: the sum of
+	// its ports' BufferBytes.
+	SharedBuffer int
+	// Reserve is the bytes each (port, lossless class) holds outside the
+	// shared buffer; ResumeOffset the hysteresis of resume (HPCC: 4 KB
+	// and 3 KB).
+	Reserve, ResumeOffset int
+	// NICRate is the host link rate: a port at it gets HPCC's shift 3
+	// (threshold = free/8), one less per doubling of its rate above it.
+	NICRate     uint64
 	WatchdogOn  bool
 	Detection   time.Duration
 	Restoration time.Duration

@@ -120,6 +120,12 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 		in.drop(p, DropSwitchDown)
 		return
 	}
+	if in.feat&featWd != 0 && in.wd.dropsIngress(in.classOf(p)) {
+		// SONiC's pfcwd drop action covers both directions of the stormed
+		// queue: what the storming peer sends in on it drops too.
+		in.drop(p, DropWatchdog)
+		return
+	}
 	if p.HopLimit() <= 1 {
 		// A router would answer ICMPv6 Time Exceeded; vcluster counts it.
 		s.dropIn(p, in, DropHopLimit)

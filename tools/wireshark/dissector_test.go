@@ -611,7 +611,7 @@ func TestDissectorEveryHeader(t *testing.T) {
 // Transport ACKs, probes and the endpoint request.
 func TestDissectorMRCTransfer(t *testing.T) {
 	tshark.Require(t)
-	c := newCluster(t, "transport.kind=mrc", "fabric.queue.bufferBytes=40000", "fabric.queue.ecn.kminBytes=10000", "fabric.queue.ecn.kmaxBytes=30000")
+	c := newCluster(t, "transport.kind=mrc", "fabric.queue.bufferBytes=40000", "fabric.queue.ecn.kminBytes=10000", "fabric.queue.ecn.kmaxBytes=30000", "fabric.queue.ecn.pmax=0.2")
 	dir := t.TempDir()
 	if d := os.Getenv("VCLUSTER_WIRESHARK_DIR"); d != "" {
 		dir = d // keep the capture: a sample to open in Wireshark
