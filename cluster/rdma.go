@@ -120,6 +120,10 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 	m.RTO = int64(rto)
 	m.DisableCC = !t.NSCC
 	m.TLPFactor = t.TLPFactor
+	m.RetryScope = mrc.RetryScope(t.RetryScope)
+	m.LossDetection = mrc.LossDetection(t.LossDetection)
+	m.Responder = mrc.ResponderConfig{BitmapPSNs: t.Responder.BitmapPSNs, PacketBuffers: t.Responder.PacketBuffers,
+		ImmSlots: t.Responder.ImmSlots, AlwaysSkipCEStreak: t.Responder.AlwaysSkipCEStreak}
 	m.LinkBps = int64(c.Topo.Planes) * int64(c.hostRate())
 	m.BaseRTT = int64(c.BaseRTT())
 	m.Trimming = c.Config.Fabric.Queue.Trim.Enabled

@@ -72,7 +72,12 @@ func TestRingTimesMatchFormula(t *testing.T) {
 	for _, tr := range []string{"mrc", "roce"} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, tr, 16, "transport.payload=elided")
+			// The formula assumes the transport fills the link. At the spec's
+			// one MPR unit (128 PSNs, issue #16) MRC's window is ~1.1 BDP, and
+			// when four flows cross the T0 uplinks at once (pairwise
+			// all-to-all) their queues stretch the RTT past it: +11% here,
+			// +3% with 4 units. The algorithms are under test, not the window.
+			c := newCluster(t, tr, 16, "transport.payload=elided", "transport.mrc.mprUnits=4")
 			B, line := payloadBps(t, c.Config)
 			m := newComm(t, c, Options{Hosts: firstHosts(P)})
 			for _, x := range []struct {

@@ -301,6 +301,34 @@ type MRCTransportConfig struct {
 	TLPFactor float64 `mapstructure:"tlpFactor" yaml:"tlpFactor" json:"tlpFactor"`
 	// NSCC turns the congestion control on (false: window = maxwnd).
 	NSCC bool `mapstructure:"nscc" yaml:"nscc" json:"nscc"`
+	// RetryScope is what the retry limit counts: "connection" (the spec's:
+	// one counter of ACK timeouts per QP, reset when a PSN is newly
+	// acknowledged) or "packet" (each packet's own timeouts).
+	RetryScope string `mapstructure:"retryScope" yaml:"retryScope" json:"retryScope"`
+	// LossDetection is the fast-loss rule: "ooo" (the spec digest's SLEEK on
+	// the responder's out-of-order count) or "per-hole" (vcluster's earlier
+	// rule: a hole is lost once enough later packets were acknowledged).
+	LossDetection string `mapstructure:"lossDetection" yaml:"lossDetection" json:"lossDetection"`
+	// Responder bounds the responder's resources (0 = unbounded).
+	Responder MRCResponderConfig `mapstructure:"responder" yaml:"responder" json:"responder"`
+}
+
+// MRCResponderConfig is package mrc's ResponderConfig: running out of a
+// resource draws the NACK the spec names for it; 0 leaves it unbounded.
+type MRCResponderConfig struct {
+	// BitmapPSNs is the receive bitmap's reach from ePSN (NO_BITMAP
+	// beyond it): 0 or 1..32640.
+	BitmapPSNs int `mapstructure:"bitmapPSNs" yaml:"bitmapPSNs" json:"bitmapPSNs"`
+	// PacketBuffers is the out-of-order packets held until they complete
+	// in order (NO_PKT_BUFFER beyond it): 0 or 1..32640.
+	PacketBuffers int `mapstructure:"packetBuffers" yaml:"packetBuffers" json:"packetBuffers"`
+	// ImmSlots is the WriteImm completions held until in order
+	// (NO_RESOURCE beyond it): 0 or 1..65536.
+	ImmSlots int `mapstructure:"immSlots" yaml:"immSlots" json:"immSlots"`
+	// AlwaysSkipCEStreak turns on the responder's ALWAYS_SKIP judgement: an
+	// EV whose last N arrivals were all CE-marked while most of the QP's
+	// were not: 0 (off) or 1..255.
+	AlwaysSkipCEStreak int `mapstructure:"alwaysSkipCEStreak" yaml:"alwaysSkipCEStreak" json:"alwaysSkipCEStreak"`
 }
 
 // RoCETransportConfig is the RoCEv2 baseline's knobs.
@@ -452,7 +480,8 @@ func Default() Config {
 		Host: HostConfig{TCP: false, Netstack: true},
 		Transport: TransportConfig{
 			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
-			MRC:  MRCTransportConfig{EVsPerQP: 128, MPRUnits: 4, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2},
+			MRC: MRCTransportConfig{EVsPerQP: 128, MPRUnits: 1, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2,
+				RetryScope: "connection", LossDetection: "ooo"},
 			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7, IRNBDPFactor: 1},
 		},
 		Run: RunConfig{

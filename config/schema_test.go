@@ -339,6 +339,16 @@ func TestSchemaRulesEnforced(t *testing.T) {
 				}
 				good = append(good, s)
 			}
+		case strings.HasPrefix(r.text, "0 or "):
+			lo, hi, ok := intRangeText(strings.TrimPrefix(r.text, "0 or "))
+			if !ok {
+				t.Errorf("%s: rule %q of no kind this test knows", path, r.text)
+				continue
+			}
+			bad, good = []string{"-1", strconv.Itoa(hi + 1)}, []string{"0", strconv.Itoa(lo), strconv.Itoa(hi)}
+			if lo > 1 {
+				bad = append(bad, strconv.Itoa(lo-1))
+			}
 		default:
 			lo, hi, ok := intRangeText(r.text)
 			if !ok {

@@ -87,6 +87,16 @@ func (v *validator) intRange(path string, x, lo, hi int) bool {
 	return true
 }
 
+// intRangeOrZero is intRange with 0 allowed too (0: off / unbounded).
+func (v *validator) intRangeOrZero(path string, x, lo, hi int) bool {
+	v.rule(path, "", fmt.Sprintf("0 or %d..%d", lo, hi))
+	if x != 0 && (x < lo || x > hi) {
+		v.add(path, fmt.Sprintf("must be 0 or %d..%d", lo, hi), x)
+		return false
+	}
+	return true
+}
+
 func (v *validator) oneOf(path, x string, allowed ...string) {
 	q := make([]string, len(allowed))
 	for i, a := range allowed {
@@ -233,6 +243,15 @@ func (t *TransportConfig) validate(v *validator) {
 	}
 	if f := t.MRC.TLPFactor; isFinite(f) && f != 0 && !(f >= 0.5 && f <= 64) { // NaN/Inf: finiteFloats
 		v.add("transport.mrc.tlpFactor", "must be 0 (off) or in [0.5, 64]", f)
+	}
+	v.oneOf("transport.mrc.retryScope", t.MRC.RetryScope, "connection", "packet")
+	v.oneOf("transport.mrc.lossDetection", t.MRC.LossDetection, "ooo", "per-hole")
+	{
+		r := t.MRC.Responder
+		v.intRangeOrZero("transport.mrc.responder.bitmapPSNs", r.BitmapPSNs, 1, 32640)
+		v.intRangeOrZero("transport.mrc.responder.packetBuffers", r.PacketBuffers, 1, 32640)
+		v.intRangeOrZero("transport.mrc.responder.immSlots", r.ImmSlots, 1, 65536)
+		v.intRangeOrZero("transport.mrc.responder.alwaysSkipCEStreak", r.AlwaysSkipCEStreak, 1, 255)
 	}
 	v.oneOf("transport.roce.reliability", t.RoCE.Reliability, "gbn", "irn")
 	cc := t.RoCE.CC

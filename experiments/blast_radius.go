@@ -39,7 +39,16 @@ func (blastRadius) SerialReason() string { return "" }
 
 func (blastRadius) TargetRows() []string { return []string{"T8"} }
 func (blastRadius) ClusterSets() []string {
-	return mrcSets(1, "transport.payload=elided")
+	// T8 measures capacity: the QP's window must fill an 800G NIC. The
+	// spec's one MPR unit (128 PSNs) is ~0.55 BDP of 800G at this
+	// fabric's RTT (one QP would reach ~59% of the NIC and losing a port
+	// would cost it nothing); 4 units cover NSCC's 1.5-BDP window.
+	// The NIC-side OSFP takes every port of a NIC down for longer than an
+	// RTO: under the spec's one retry counter per connection every packet
+	// in flight times out in that round and the QPs fail, which would end
+	// the run before the window closes; T8 is about capacity, so it
+	// counts retries per packet.
+	return mrcSets(1, "transport.payload=elided", "transport.mrc.mprUnits=4", "transport.mrc.retryScope=packet")
 }
 func (blastRadius) Params() []Param {
 	return []Param{

@@ -23,7 +23,9 @@ var conservationRuns = []struct {
 	bytes uint64
 }{
 	// A buffer below the default preset's 200 KB Kmax: thresholds that fit.
-	{"mrc", []string{"transport.kind=mrc", "fabric.queue.bufferBytes=160000",
+	// 4 MPR units: with the spec's one unit (128 PSNs) too little is in
+	// flight for queues to hold frames at the mid-run snapshot.
+	{"mrc", []string{"transport.kind=mrc", "fabric.queue.bufferBytes=160000", "transport.mrc.mprUnits=4",
 		"fabric.queue.ecn.kminBytes=37500", "fabric.queue.ecn.kmaxBytes=150000", "fabric.queue.ecn.pmax=0.2"}, 0.01, 4 << 20},
 	{"roce-pfc", []string{"transport.kind=roce", "fabric.forwarding=ecmp", "fabric.queue.pfc.enabled=true",
 		"fabric.queue.pfc.xoffBytes=20000", "fabric.queue.pfc.xonBytes=10000"}, 0.001, 1 << 20},

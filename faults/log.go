@@ -101,6 +101,7 @@ type Recorder struct {
 	qpErrAt   map[verbs.Transport]sim.Time
 	retx      uint64
 	evOut     int
+	evBuf     []mrc.EVChange
 	lastInj   sim.Time
 	sampling  bool
 	stopped   bool
@@ -401,6 +402,7 @@ func (r *Recorder) sample() {
 		}
 		r.retx = retx
 	}
+	r.logEVChanges()
 	if r.ticks%8 == 0 || now-r.lastInj >= sim.Time(r.FineWindow) {
 		out := 0
 		for _, q := range r.qps {
@@ -412,6 +414,23 @@ func (r *Recorder) sample() {
 		if out != r.evOut {
 			r.Log(Entry{Event: "ev_out_of_use", Value: float64(out), Detail: fmt.Sprintf("EVs ASSUMED_BAD or DENIED: %d → %d", r.evOut, out)})
 			r.evOut = out
+		}
+	}
+}
+
+// logEVChanges logs the EV state changes the MRC QPs report to their
+// controller (mrc.QP.PollEVChanges: into or out of ASSUMED_BAD or DENIED),
+// each with its cause and the virtual time it happened.
+func (r *Recorder) logEVChanges() {
+	for _, q := range r.qps {
+		m, ok := q.(*mrc.QP)
+		if !ok {
+			continue
+		}
+		r.evBuf = m.PollEVChanges(r.evBuf[:0])
+		for _, c := range r.evBuf {
+			r.Log(Entry{Event: "ev_state", Kind: c.Cause.String(), Value: float64(c.At),
+				Detail: fmt.Sprintf("qpn %#x ev %#08x plane %d: %v → %v at %v", m.QPN(), c.EV, c.Plane, c.From, c.To, time.Duration(c.At))})
 		}
 	}
 }

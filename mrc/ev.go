@@ -364,8 +364,16 @@ func (p *evPool) anyPath() bool {
 
 func usableState(s EVState) bool { return s == EVGood || s == EVSkip }
 
+// controllerVisible reports whether the controller sees an EV in state s as
+// anything but GOOD (mrc_ctl.h has GOOD, ASSUMED_BAD and DENIED; SKIP is
+// the NIC's own).
+func controllerVisible(s EVState) bool { return s == EVAssumedBad || s == EVDenied }
+
 // record keeps one EV change for PollEVChanges, or counts it as dropped.
 func (p *evPool) record(now int64, i int32, from, to EVState, c EVCause) {
+	if !controllerVisible(from) && !controllerVisible(to) {
+		return // GOOD ⇄ SKIP: SKIP exists only inside the NIC (mrc_ctl.h)
+	}
 	if len(p.changes) >= MaxEVChanges {
 		p.changesDropped++
 		return

@@ -799,9 +799,18 @@ func (q *QP) lose(psn uint32, r *pktRec) {
 }
 
 // sleekThreshold is the fast-loss threshold in packets.
+//
+// It is also capped at 3/4 of the PSN window the peer allows (MPR): the
+// requester never sends beyond cack + MPR, so neither the out-of-order
+// count nor the packets sent after a hole can exceed the window, and
+// htsim's threshold (1.5·cwnd up to maxwnd, from a transport with no PSN
+// window) would never be reached once the window is below maxwnd — at the
+// spec's one unit (128 PSNs) on a 400G NIC, every loss would wait for the
+// tail-loss probe or the RTO ([I], issue #16).
 func (q *QP) sleekThreshold() uint64 {
 	mtu := float64(q.cfg.PMTU)
 	t := min(q.cfg.SleekFactor*q.cc.cwnd, q.cc.p.MaxWnd) / mtu
+	t = min(t, float64(3*q.sndMPR/4))
 	return uint64(max(float64(q.cfg.SleekMinPackets), t))
 }
 
@@ -822,19 +831,22 @@ func (q *QP) detectLoss(now int64) {
 		}
 		psn := q.order.pop().psn
 		if !settled {
-			q.fastLose(now, psn, r)
+			q.fastLose(now, psn, r, true)
 		}
 	}
 }
 
 // fastLose retransmits a packet the fast-loss rule (or the tail-loss
-// probe's cut) found lost. Such a silent loss counts against its EV
-// (EVLossThreshold consecutive ones → ASSUMED_BAD).
-func (q *QP) fastLose(now int64, psn uint32, r *pktRec) {
+// probe's cut) found lost. With penalize, such a silent loss counts
+// against its EV (EVLossThreshold consecutive ones → ASSUMED_BAD).
+func (q *QP) fastLose(now int64, psn uint32, r *pktRec, penalize bool) {
 	q.lose(psn, r)
 	r.timedOut = false
 	q.ms.FastRetransmits++
 	q.cc.onLoss()
+	if !penalize {
+		return
+	}
 	e := &q.evs.evs[r.ev]
 	if e.losses < 255 {
 		e.losses++
@@ -873,7 +885,12 @@ func (q *QP) sleek(now int64, ooo int) {
 		r := &q.recs[p&q.recMask]
 		q.rtxNext = psnAdd(p, 1)
 		if r.live && !r.acked && r.inflight {
-			q.fastLose(now, p, r)
+			// Recovery resends every unacknowledged PSN in range, also
+			// those merely still in flight (htsim's runSleek does not
+			// penalise paths at all). Only a packet a later transmission
+			// overtook (sent before the newest acknowledged one) is a
+			// likely loss on its EV's path.
+			q.fastLose(now, p, r, r.seq < q.hiAcked)
 		}
 	}
 }
