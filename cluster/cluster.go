@@ -32,7 +32,7 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 		IFGBytes:    f.IFGBytes,
 		// A rate-scaled preset is resolved per port once the topology is
 		// built (BuildTopology); these are its values at the fabric rate.
-		ECN:     ecnAt(q.ECN, f.FabricLinkBps(), 0, 0),
+		ECN:     ecnAt(c.EffectiveECN(), f.FabricLinkBps(), 0, 0),
 		Trim:    fabric.TrimConfig{Enabled: q.Trim.Enabled, Size: q.Trim.SizeBytes, QueueBytes: max(64<<10, 16*q.Trim.SizeBytes)},
 		Classes: fabric.DefaultClassMap(),
 	}
@@ -95,7 +95,7 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e := f.Queue.ECN; e.Enabled && config.ECNRateScaled(e.Preset) {
+	if e := c.EffectiveECN(); e.Enabled && config.ECNRateScaled(e.Preset) {
 		if err := scaleECN(topo, c); err != nil {
 			return nil, err
 		}
@@ -109,7 +109,7 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 // whole full-MTU frames as the queue counts them; a Kmax beyond the port
 // buffer is refused (config.Validate checks the other presets).
 func scaleECN(topo *fabric.Topology, c config.Config) error {
-	e, buf := c.Fabric.Queue.ECN, c.Fabric.Queue.BufferBytes
+	e, buf := c.EffectiveECN(), c.Fabric.Queue.BufferBytes
 	rtt := (&Cluster{Config: c, Topo: topo}).BaseRTT()
 	frame := fabric.EthHeaderLen + c.Fabric.MTU + fabric.FCSLen
 	if topo.Mode == fabric.ForwardUSID {
@@ -135,7 +135,7 @@ func (c *Cluster) ECN() []fabric.PortECN { return c.Topo.ECNByRate() }
 // `ECN preset dcqcn-sigcomm15: fabric ports at 400G Kmin 5000 B, Kmax
 // 200000 B, Pmax 0.01; host-facing ports at 400G off`.
 func (c *Cluster) ECNSummary() string {
-	e := c.Config.Fabric.Queue.ECN
+	e := c.Config.EffectiveECN()
 	if !e.Enabled {
 		return "ECN off"
 	}
@@ -151,7 +151,11 @@ func (c *Cluster) ECNSummary() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s at %s %s", role, config.FormatSpeed(p.RateBps), m))
 	}
-	return fmt.Sprintf("ECN preset %s: %s", e.Preset, strings.Join(parts, "; "))
+	name := e.Preset
+	if c.Config.Fabric.Queue.ECN.Preset == config.ECNAuto {
+		name = fmt.Sprintf("auto → %s (%s's reference)", e.Preset, c.Config.Transport.Kind)
+	}
+	return fmt.Sprintf("ECN preset %s: %s", name, strings.Join(parts, "; "))
 }
 
 // Cluster is a built simulation: loop, fabric and hosts.

@@ -31,8 +31,9 @@ func TestECNPresetsResolvePerPortRate(t *testing.T) {
 		}
 		return cl, by
 	}
-	// dcqcn-sigcomm15 (the default): the same everywhere.
-	cl, by := ecnOf()
+	// auto (the default) is htsim's for MRC (below) and, for RoCE,
+	// dcqcn-sigcomm15: the same everywhere.
+	cl, by := ecnOf("transport.kind=roce", "fabric.forwarding=ecmp")
 	for hf, rate := range map[bool]uint64{false: 400e9, true: 100e9} {
 		if p := by[hf]; p.RateBps != rate || p.ECN != (fabric.ECNConfig{Enabled: true, Kmin: 5000, Kmax: 200000, Pmax: 0.01}) {
 			t.Errorf("default, host-facing %v: %+v", hf, p)
@@ -51,14 +52,19 @@ func TestECNPresetsResolvePerPortRate(t *testing.T) {
 	}
 	// htsim: 0.2 and 0.8 of the port's BDP over the base RTT, in whole
 	// full-MTU frames (uSID: Ethernet, outer IPv6, 4200 B MTU, FCS).
-	cl, by = ecnOf("fabric.queue.ecn.preset=htsim")
 	const frame = 14 + 40 + 4200 + 4
-	rtt := cl.BaseRTT().Seconds()
-	for hf, rate := range map[bool]float64{false: 400e9, true: 100e9} {
-		bdp := math.Ceil(rtt * rate / 8 / frame)
-		want := fabric.ECNConfig{Enabled: true, Kmin: int(math.Ceil(0.2*bdp)) * frame, Kmax: int(math.Ceil(0.8*bdp)) * frame, Pmax: 1}
-		if p := by[hf].ECN; p != want || p.Kmin == 0 {
-			t.Errorf("htsim at %g, base RTT %v: %+v, want %+v", rate, cl.BaseRTT(), p, want)
+	for _, sets := range [][]string{{"fabric.queue.ecn.preset=htsim"}, {}} { // named, and auto for MRC
+		cl, by = ecnOf(sets...)
+		rtt := cl.BaseRTT().Seconds()
+		for hf, rate := range map[bool]float64{false: 400e9, true: 100e9} {
+			bdp := math.Ceil(rtt * rate / 8 / frame)
+			want := fabric.ECNConfig{Enabled: true, Kmin: int(math.Ceil(0.2*bdp)) * frame, Kmax: int(math.Ceil(0.8*bdp)) * frame, Pmax: 1}
+			if p := by[hf].ECN; p != want || p.Kmin == 0 {
+				t.Errorf("%v: htsim at %g, base RTT %v: %+v, want %+v", sets, rate, cl.BaseRTT(), p, want)
+			}
+		}
+		if s := cl.ECNSummary(); !strings.Contains(s, "htsim") {
+			t.Errorf("%v: summary %q", sets, s)
 		}
 	}
 	// custom: as given.

@@ -453,7 +453,7 @@ func Default() Config {
 				BufferBytes: DefaultBuffer,
 				ECN: ECNConfig{
 					Enabled:   true,
-					Preset:    ECNDCQCN,
+					Preset:    ECNAuto,
 					KminBytes: 0,
 					KmaxBytes: 0,
 					Pmax:      0,

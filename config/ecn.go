@@ -9,8 +9,13 @@ import (
 // ECN presets (fabric.queue.ecn.preset): each reference's RED thresholds,
 // scaled with the port's rate where the reference scales them.
 const (
+	// ECNAuto (the default) is each transport's own reference: htsim for
+	// MRC (uet-htsim, NSCC's reference implementation, marks with its
+	// thresholds) and dcqcn-sigcomm15 for RoCE (DCQCN's paper, TARGETS
+	// T10). See Config.EffectiveECN.
+	ECNAuto = "auto"
 	// ECNDCQCN is the DCQCN paper's (SIGCOMM 2015) 5 KB / 200 KB / 1 % at
-	// every rate: TARGETS T10, the project's DCQCN reference. The default.
+	// every rate: TARGETS T10, the project's DCQCN reference.
 	ECNDCQCN = "dcqcn-sigcomm15"
 	// ECNHPCC is HPCC ns-3's run.py: Kmin 100·bw/25 KB, Kmax 400·bw/25 KB,
 	// Pmax 0.2, bw the port's rate in Gb/s (400 KB / 1.6 MB at 100G).
@@ -27,7 +32,27 @@ const (
 
 // ECNPresetNames lists the valid fabric.queue.ecn.preset values.
 func ECNPresetNames() []string {
-	return []string{ECNDCQCN, ECNHPCC, ECNHtsim, ECNSeed002, ECNCustom}
+	return []string{ECNAuto, ECNDCQCN, ECNHPCC, ECNHtsim, ECNSeed002, ECNCustom}
+}
+
+// ECNPresetFor resolves preset auto for a transport kind; any other preset
+// is returned as it is.
+func ECNPresetFor(preset, kind string) string {
+	if preset != ECNAuto {
+		return preset
+	}
+	if kind == TransportRoCE {
+		return ECNDCQCN
+	}
+	return ECNHtsim
+}
+
+// EffectiveECN is the fabric's ECN config with preset auto resolved for
+// c's transport: what the switches mark with.
+func (c *Config) EffectiveECN() ECNConfig {
+	e := c.Fabric.Queue.ECN
+	e.Preset = ECNPresetFor(e.Preset, c.Transport.Kind)
+	return e
 }
 
 // ECNThresholds are the RED parameters of one port: no mark at or below
@@ -100,9 +125,10 @@ func (f FabricConfig) ECNRates() []uint64 {
 //   - a layer that gives any of those without naming a preset switches
 //     the preset to custom. The fields it leaves out keep the values of
 //     the preset it replaces when that one is fixed (dcqcn-sigcomm15,
-//     seed002); a rate-scaled one has no single value to keep, so they
-//     are zero and Validate asks for them.
-func layerECN(e *ECNConfig, given map[string]bool) {
+//     seed002, and auto for RoCE); a rate-scaled one (hpcc, htsim, auto
+//     for MRC) has no single value to keep, so they are zero and
+//     Validate asks for them.
+func layerECN(e *ECNConfig, kind string, given map[string]bool) {
 	kmin, kmax, pmax := given["fabric.queue.ecn.kminBytes"], given["fabric.queue.ecn.kmaxBytes"], given["fabric.queue.ecn.pmax"]
 	var keep ECNThresholds // what the fields not given become
 	switch {
@@ -113,7 +139,7 @@ func layerECN(e *ECNConfig, given map[string]bool) {
 	case !(kmin || kmax || pmax) || e.Preset == ECNCustom:
 		return
 	default:
-		keep = fixedECN[e.Preset] // zero for a rate-scaled preset
+		keep = fixedECN[ECNPresetFor(e.Preset, kind)] // zero for a rate-scaled preset
 		e.Preset = ECNCustom
 	}
 	if !kmin {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,6 +22,9 @@ func TestECNPresetThresholds(t *testing.T) {
 		ECNCustom: {{1000, 9000, 0.3}, {1000, 9000, 0.3}, {1000, 9000, 0.3}},
 	}
 	for _, name := range ECNPresetNames() {
+		if name == ECNAuto {
+			continue // resolved to one of the others (TestECNAutoFollowsTransport)
+		}
 		e := ECNConfig{Enabled: true, Preset: name}
 		if name == ECNCustom {
 			e.KminBytes, e.KmaxBytes, e.Pmax = 1000, 9000, 0.3
@@ -43,8 +47,8 @@ func TestECNPresetLayers(t *testing.T) {
 		sets       []string
 		want       ECNConfig
 	}{
-		{"default", "", nil, ECNConfig{Enabled: true, Preset: ECNDCQCN}},
-		{"kmin alone means custom from the replaced preset", "", []string{"fabric.queue.ecn.kminBytes=10000"},
+		{"default", "", nil, ECNConfig{Enabled: true, Preset: ECNAuto}},
+		{"kmin alone means custom from the replaced preset", "", []string{"transport.kind=roce", "fabric.queue.ecn.kminBytes=10000"},
 			ECNConfig{Enabled: true, Preset: ECNCustom, KminBytes: 10000, KmaxBytes: 200000, Pmax: 0.01}},
 		{"kmin alone over a file's seed002", "fabric: {queue: {ecn: {preset: seed002}}}", []string{"fabric.queue.ecn.kminBytes=10000"},
 			ECNConfig{Enabled: true, Preset: ECNCustom, KminBytes: 10000, KmaxBytes: 200000, Pmax: 0.5}},
@@ -80,5 +84,27 @@ func TestECNPresetLayers(t *testing.T) {
 		if err != nil || back.Fabric.Queue.ECN != tc.want {
 			t.Errorf("%s: round trip gave %+v, %v", tc.name, back.Fabric.Queue.ECN, err)
 		}
+	}
+}
+
+// Preset auto is each transport's reference: htsim's thresholds for MRC,
+// the DCQCN paper's for RoCE; the switches and Validate see the resolved
+// preset, the config keeps "auto" (experiments switch transports on one
+// config).
+func TestECNAutoFollowsTransport(t *testing.T) {
+	for kind, want := range map[string]string{TransportMRC: ECNHtsim, TransportRoCE: ECNDCQCN} {
+		c, err := Load("", []string{"transport.kind=" + kind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Fabric.Queue.ECN.Preset != ECNAuto {
+			t.Errorf("%s: preset %q, want auto kept in the config", kind, c.Fabric.Queue.ECN.Preset)
+		}
+		if got := c.EffectiveECN().Preset; got != want {
+			t.Errorf("%s: auto resolved to %q, want %q", kind, got, want)
+		}
+	}
+	if _, err := Load("", []string{"fabric.queue.ecn.kminBytes=10000"}); err == nil || !strings.Contains(err.Error(), "fabric.queue.ecn.kmaxBytes") {
+		t.Errorf("MRC, kmin alone over auto (htsim, rate-scaled): %v, want kmaxBytes asked for", err)
 	}
 }

@@ -140,9 +140,9 @@ func load(path string, read func() ([]byte, error), sets []string) (Config, erro
 		for _, k := range []string{"fabric.queue.ecn.kminBytes", "fabric.queue.ecn.kmaxBytes", "fabric.queue.ecn.pmax"} {
 			fileECN[k] = fileECN[k] || inSets[k]
 		}
-		layerECN(&f.Queue.ECN, fileECN)
+		layerECN(&f.Queue.ECN, cfg.Transport.Kind, fileECN)
 	}
-	layerECN(&f.Queue.ECN, inSets)
+	layerECN(&f.Queue.ECN, cfg.Transport.Kind, inSets)
 	cfg.Normalize()
 
 	if err := cfg.Validate(); err != nil {

@@ -410,7 +410,7 @@ func TestCheckedWhen(t *testing.T) {
 		"fabric.t0PerPlane":         {[]string{"fabric.topology=fattree", "fabric.k=4"}, nil, "fabric.t0PerPlane=2000", "fabric.t0PerPlane"},
 		"fabric.t1PerPlane":         {[]string{"fabric.topology=fattree", "fabric.k=4"}, nil, "fabric.t1PerPlane=2000", "fabric.t1PerPlane"},
 		"fabric.k":                  {nil, []string{"fabric.topology=fattree"}, "fabric.k=5", "fabric.k"},
-		"fabric.queue.ecn":          {[]string{"fabric.queue.ecn.enabled=false"}, nil, "fabric.queue.ecn.kminBytes=-1", "fabric.queue.ecn.kminBytes"},
+		"fabric.queue.ecn":          {[]string{"fabric.queue.ecn.enabled=false"}, []string{"fabric.queue.ecn.kmaxBytes=200000", "fabric.queue.ecn.pmax=0.01"}, "fabric.queue.ecn.kminBytes=-1", "fabric.queue.ecn.kminBytes"},
 		"fabric.queue.trim":         {[]string{"fabric.queue.trim.enabled=false"}, nil, "fabric.queue.trim.sizeBytes=1", "fabric.queue.trim.sizeBytes"},
 		"fabric.queue.pfc":          {nil, []string{"fabric.queue.pfc.enabled=true"}, "fabric.queue.pfc.xonBytes=-1", "fabric.queue.pfc.xonBytes"},
 		"fabric.queue.pfc.watchdog": {[]string{"fabric.queue.pfc.enabled=true", "fabric.queue.pfc.watchdog.enabled=false"}, []string{"fabric.queue.pfc.enabled=true"}, "fabric.queue.pfc.watchdog.action=reboot", "fabric.queue.pfc.watchdog.action"},

@@ -280,7 +280,10 @@ func (c *Config) Validate() error { return c.validate(nil) }
 func (c *Config) validate(rules map[string]fieldRule) error {
 	v := validator{rules: rules}
 	v.finiteFloats(reflect.ValueOf(*c), "")
-	c.Fabric.validate(&v)
+	// ECN preset auto is checked as what it resolves to for the transport.
+	fab := c.Fabric
+	fab.Queue.ECN = c.EffectiveECN()
+	fab.validate(&v)
 	if len(v.errs) == 0 {
 		// Port names only mean something on a valid fabric.
 		v.errs = append(v.errs, capturePortErrors(c)...)

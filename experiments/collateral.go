@@ -66,8 +66,9 @@ incast, but not X's last-hop port. Every flow is one RDMA write stream of
 the cell's transport, payload elided. Cells: MRC (uSID, per-packet
 spraying, trimming, NSCC, PFC off, last-hop ECN off); RoCE + DCQCN (HPCC
 ns-3 preset, go-back-N, ECMP, PFC on, ECN on every switch port including
-the last hop with the config's fabric.queue.ecn.preset, by default
-dcqcn-sigcomm15: Kmin 5 KB / Kmax 200 KB / Pmax 1%) with 1
+the last hop with the config's fabric.queue.ecn.preset, by default auto:
+dcqcn-sigcomm15 for RoCE, Kmin 5 KB / Kmax 200 KB / Pmax 1%, and htsim's
+0.2–0.8 BDP for MRC) with 1
 and with 8 QPs per flow (a flow's bytes split evenly over its QPs);
 RoCE with PFC alone (the same fabric, transport.roce.cc=none: marks are
 ignored). Victim throughput = bytes arriving at Y's NIC per exp.interval

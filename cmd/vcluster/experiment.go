@@ -214,8 +214,20 @@ func listExperiments(w io.Writer) {
 }
 
 // clusterHead is the report's cluster line for an experiment run.
+// It names the rules a reader comparing MRC and RoCE needs (issue #16):
+// the ECN preset, and MRC's PSN window, retry scope and fast-loss rule.
+// Experiments that change them per point say so in their own notes.
 func clusterHead(cfg config.Config) string {
-	return fmt.Sprintf("%s, %d plane(s) × %s, %d hosts, seed %d", cfg.Fabric.Preset, cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Hosts, cfg.Seed)
+	ecn := "ECN off"
+	if e := cfg.Fabric.Queue.ECN; e.Enabled {
+		ecn = "ECN preset " + e.Preset
+		if e.Preset == config.ECNAuto {
+			ecn += fmt.Sprintf(" (%s for MRC, %s for RoCE)", config.ECNPresetFor(e.Preset, config.TransportMRC), config.ECNPresetFor(e.Preset, config.TransportRoCE))
+		}
+	}
+	m := cfg.Transport.MRC
+	return fmt.Sprintf("%s, %d plane(s) × %s, %d hosts, seed %d; %s; MRC MPR %d × 128 PSNs, retries per %s, fast-loss rule %s",
+		cfg.Fabric.Preset, cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Hosts, cfg.Seed, ecn, m.MPRUnits, m.RetryScope, m.LossDetection)
 }
 
 func outDir(out, cfgDir, name string, many bool) string {
