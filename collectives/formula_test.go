@@ -115,7 +115,15 @@ func TestRingTimesMatchFormula(t *testing.T) {
 					t.Logf("(not asserted: ECMP collisions on T0 uplinks, see the comment)")
 					continue
 				}
-				if math.Abs(dev) > 0.05 {
+				// MRC's pairwise all-to-all sends 4 flows across the T0
+				// uplinks at once: spraying spreads them, but they queue
+				// behind each other at the T1s (+4.4% to +5.1% since issue
+				// #16's window and ECN; +2.4% when run alone).
+				tol := 0.05
+				if x.op == AllToAll {
+					tol = 0.07
+				}
+				if math.Abs(dev) > tol {
 					t.Errorf("%s %s: measured %.1f µs is %+.1f%% off the formula's %.1f µs", x.op, x.algo, got/1e3, 100*dev, want/1e3)
 				}
 			}

@@ -100,12 +100,16 @@ func TestT8BlastRadius(t *testing.T) {
 		// −1.5% (the run without the cable faster) over seeds 1–3 since issue
 		// #16 (−0.03% before, one seed) — so it is held to ±2 pp and to
 		// costing at least 1 pp less than the single 800G plane.
-		tol := 0.01
+		// One 800G plane: a cut costs at least the capacity it removes and,
+		// while its EVs are being taken out, up to 2 pp more (4.87% with
+		// htsim's ECN, issue #16's default for MRC; 3.15% with the
+		// earlier 37.5/150 KB thresholds).
+		lo, hi := c.want-0.01, c.want+0.02
 		if c.planes == 8 {
-			tol = 0.02
+			lo = c.want - 0.02
 		}
-		if math.Abs(lost-c.want) > tol {
-			t.Errorf("T0–T1 cable on %d planes: lost %.2f%%, want %.2f%% ± %.0f pp", c.planes, 100*lost, 100*c.want, 100*tol)
+		if lost < lo || lost > hi {
+			t.Errorf("T0–T1 cable on %d planes: lost %.2f%%, want %.2f%% (%.2f%% .. %.2f%%)", c.planes, 100*lost, 100*c.want, 100*lo, 100*hi)
 		}
 		lostBy[c.planes] = lost
 	}
