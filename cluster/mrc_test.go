@@ -382,6 +382,19 @@ func TestMRCDenyLinkReachesNewQPs(t *testing.T) {
 	}
 }
 
+// hostPortsDown takes every NIC port of host h down (both directions of
+// each cable) from from to to.
+func hostPortsDown(c *Cluster, h int, from, to sim.Time) {
+	set := func(up bool) {
+		for _, p := range c.Topo.HostPorts[h] {
+			p.Tx.SetUp(up)
+			p.Peer.Tx.SetUp(up)
+		}
+	}
+	c.Loop.At(from, func() { set(false) })
+	c.Loop.At(to, func() { set(true) })
+}
+
 // Every NIC port of the sender goes down for 500 µs, longer than the RTO
 // (263 µs). Under the spec's retry counter per connection (the default)
 // every packet in flight times out in that one round with nothing
@@ -390,33 +403,12 @@ func TestMRCDenyLinkReachesNewQPs(t *testing.T) {
 // survives.
 func TestMRCAllNICPortsDownFailsPerConnection(t *testing.T) {
 	c := mrcCluster(t)
-	ps, err := c.Connect(0, 15)
-	if err != nil {
-		t.Fatal(err)
+	hostPortsDown(c, 0, 100*sim.Microsecond, 600*sim.Microsecond)
+	_, q, failedAt := nicDownTransfer(t, c, 0, 5*sim.Millisecond)
+	if failedAt == 0 || failedAt > 600*sim.Microsecond || q.State() != verbs.QPError || q.Err() == nil || !strings.Contains(q.Err().Error(), "retry") {
+		t.Fatalf("QP %v (%v) left READY at %v, want ERROR with the retry limit exceeded before the ports came back", q.State(), q.Err(), failedAt)
 	}
-	n := uint64(16 << 20)
-	tr, err := c.StartTransfer(ps[0], c.Region(0, n, randomFill(7)), c.Region(15, n, nil), n, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Loop.At(100*sim.Microsecond, func() {
-		for _, p := range c.Topo.HostPorts[0] {
-			p.Tx.SetUp(false)
-			p.Peer.Tx.SetUp(false)
-		}
-	})
-	c.Loop.At(600*sim.Microsecond, func() {
-		for _, p := range c.Topo.HostPorts[0] {
-			p.Tx.SetUp(true)
-			p.Peer.Tx.SetUp(true)
-		}
-	})
-	c.Loop.RunWhile(func() bool { return !tr.Done() })
-	q := ps[0].A.T.(*mrc.QP)
-	if q.State() != verbs.QPError || q.Err() == nil || !strings.Contains(q.Err().Error(), "retry") {
-		t.Fatalf("QP %v (%v), want ERROR with the retry limit exceeded", q.State(), q.Err())
-	}
-	t.Logf("all NIC ports down 100–600 µs, retry scope connection: %v", q.Err())
+	t.Logf("all NIC ports down 100–600 µs, retry scope connection: %v at %v", q.Err(), failedAt)
 }
 
 // Every NIC port of the sender goes down and comes back: the NIC hears the
@@ -424,18 +416,8 @@ func TestMRCAllNICPortsDownFailsPerConnection(t *testing.T) {
 // packet: see TestMRCAllNICPortsDownFailsPerConnection for the default).
 func TestMRCAllNICPortsDownAndBack(t *testing.T) {
 	c := mrcCluster(t, "transport.mrc.retryScope=packet")
-	tr, _ := runTransfer(t, c, 0, 15, 16<<20, 100*sim.Microsecond, func(*mrc.QP) {
-		for _, p := range c.Topo.HostPorts[0] {
-			p.Tx.SetUp(false)
-			p.Peer.Tx.SetUp(false)
-		}
-		c.Loop.At(600*sim.Microsecond, func() {
-			for _, p := range c.Topo.HostPorts[0] {
-				p.Tx.SetUp(true)
-				p.Peer.Tx.SetUp(true)
-			}
-		})
-	})
+	hostPortsDown(c, 0, 100*sim.Microsecond, 600*sim.Microsecond)
+	tr, _ := runTransfer(t, c, 0, 15, 16<<20, 0, nil)
 	if tr.End < 600*sim.Microsecond {
 		t.Fatalf("finished at %v, before the ports came back", tr.End)
 	}

@@ -61,6 +61,14 @@ func irnGoodput(t *testing.T, loss float64, factor string) float64 {
 	c := roceCluster(t, "fabric.hostLinkDelay=3us", "fabric.fabricLinkDelay=5us", "transport.roce.reliability=irn", "transport.payload=elided",
 		"transport.roce.cc=none", "transport.roce.irnBDPFactor="+factor)
 	c.Topo.HostPorts[0][0].Tx.Loss = fabric.NewBernoulli(loss, 1, "irn")
+	tr, _ := lossyTransfer64(t, c)
+	return tr.GoodputBps() / 100e9
+}
+
+// lossyTransfer64 moves 64 MiB from host 0 to 15 over one QP and fails
+// the test on a work-request error; it returns the transfer and its pair.
+func lossyTransfer64(t *testing.T, c *Cluster) (*Transfer, Pair) {
+	t.Helper()
 	ps, err := c.Connect(0, 15)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +81,7 @@ func irnGoodput(t *testing.T, loss float64, factor string) float64 {
 	if len(tr.Errors) > 0 {
 		t.Fatalf("%v", tr.Errors[0])
 	}
-	return tr.GoodputBps() / 100e9
+	return tr, ps[0]
 }
 
 // IRN goodput with the paper's 1 × BDP cap and the 2 × option, at 0.1%

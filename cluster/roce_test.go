@@ -62,20 +62,9 @@ func TestRoCEGoBackNVersusIRN(t *testing.T) {
 			"transport.roce.cc=none"}, runs[rel]...)...)
 		bdp := float64(100e9) / 8 * c.BaseRTT().Seconds() / 4096
 		c.Topo.HostPorts[0][0].Tx.Loss = fabric.NewBernoulli(0.01, 1, "t14")
-		ps, err := c.Connect(0, 15)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := c.StartTransfer(ps[0], c.Region(0, 64<<20, nil), c.Region(15, 64<<20, nil), 64<<20, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Loop.RunWhile(func() bool { return !tr.Done() })
-		if len(tr.Errors) > 0 {
-			t.Fatalf("%s: %v", rel, tr.Errors[0])
-		}
+		tr, p := lossyTransfer64(t, c)
 		res[rel] = tr.GoodputBps() / 100e9
-		st := ps[0].A.T.Stats()
+		st := p.A.T.Stats()
 		t.Logf("%s: BDP %.0f packets, 1%% loss: %.1f%% of line rate, %d retransmissions, %d timeouts", rel, bdp, 100*res[rel], st.Retransmissions, st.Timeouts)
 		if bdp < 80 || bdp > 130 {
 			t.Fatalf("BDP %.0f packets, the scenario wants ≈ 100", bdp)
