@@ -359,7 +359,10 @@ func (c *Cluster) ProbeEV(from, to int, ev uint32, timeout time.Duration, done f
 	m := c.mrcEndpointOf(from)
 	c.mrcEndpointOf(to)
 	m.reqID++
-	for m.probes[m.reqID] != nil { // 65 536 outstanding wrap onto themselves
+	for tries := 0; m.probes[m.reqID] != nil; tries++ { // find a free request id
+		if tries == 1<<16 {
+			return fmt.Errorf("cluster: ProbeEV from host %d: all 65 536 request ids have a probe outstanding", from)
+		}
 		m.reqID++
 	}
 	id := m.reqID

@@ -82,9 +82,10 @@ type Config struct {
 	// (StatusRetryExceeded) at the 13th retry its RetryScope counts.
 	RetryLinear int
 	RetryExp    int
-	// RetryScope is what counts retries (timeouts and retry-counting
-	// NACKs: NO_BITMAP, NO_PKT_BUFFER, NO_RESOURCE, PSN_OOR_WINDOW) toward
-	// the limit. RetryConnection (the default, the spec's): one counter per
+	// RetryScope is what counts ACK timeouts toward the limit (the
+	// retry-counting NACKs NO_BITMAP, NO_PKT_BUFFER, NO_RESOURCE and
+	// PSN_OOR_WINDOW count toward the refused packet's own limit under
+	// either, restarting when cack moves past it). RetryConnection (the default, the spec's): one counter per
 	// QP, reset on forward progress — a PSN newly acknowledged, by the
 	// cumulative ack or the SACK bitmap (the spec text is silent on the
 	// reset; RoCE/IB reset theirs on progress) — so 13 timeouts without
@@ -168,10 +169,10 @@ type NSCCConfig struct {
 type RetryScope string
 
 const (
-	// RetryConnection: one counter per QP (the spec's), reset on
-	// cumulative-ack progress.
+	// RetryConnection: one counter of ACK timeouts per QP (the spec's),
+	// reset whenever a PSN is newly acknowledged.
 	RetryConnection RetryScope = "connection"
-	// RetryPacket: each packet's own timeouts and retry-counting NACKs.
+	// RetryPacket: each packet's own timeouts.
 	RetryPacket RetryScope = "packet"
 )
 

@@ -58,11 +58,14 @@
 //
 // Every transmission has its own ACK timer: the base RTO (1.024 µs ×
 // 2^Timeout, default 32.768 µs, or Config.RTO) for that packet's first
-// RetryLinear timeouts, then doubling per timeout of that packet. Retries
-// — timeouts and the NACKs NO_BITMAP/NO_PKT_BUFFER/NO_RESOURCE/
-// PSN_OOR_WINDOW — count toward the limit RetryLinear+RetryExp (RetryExp
-// 25 retries forever) per connection by default (RetryScope, the spec's:
-// one counter, reset whenever a PSN is newly acknowledged) or per packet.
+// RetryLinear timeouts, then doubling per timeout of that packet. ACK
+// timeouts count toward the limit RetryLinear+RetryExp (RetryExp 25
+// retries forever) per connection by default (RetryScope, the spec's: one
+// counter, reset whenever a PSN is newly acknowledged) or per packet. The
+// NACKs NO_BITMAP/NO_PKT_BUFFER/NO_RESOURCE/PSN_OOR_WINDOW count toward the
+// refused packet's own limit (restarting when cack moves past it); a
+// packet refused for a resource above cack+1 is held until cack moves, and
+// its timer firing meanwhile releases it without counting.
 // Beyond it the QP fails: the WR concerned completes StatusRetryExceeded,
 // the others flush, and Err says why. The timer keeps running while a
 // packet found lost waits for its retransmission, so a packet with no
@@ -153,9 +156,10 @@
 //
 // With SkipDuration > 0 only GOOD EVs carry data: an active EV put in SKIP
 // is swapped for a GOOD backup of the same plane (if there is one) and is
-// GOOD again, as a backup, once SkipDuration has passed. Every state
-// change is kept for PollEVChanges (EVChange: time, EV, plane, from, to,
-// cause), at most MaxEVChanges between polls.
+// GOOD again, as a backup, once SkipDuration has passed. Every change the
+// controller can see (into or out of ASSUMED_BAD or DENIED; GOOD ⇄ SKIP
+// stays inside the NIC) is kept for PollEVChanges (EVChange: time, EV,
+// plane, from, to, cause), at most MaxEVChanges between polls.
 //
 // SKIP costs an EV exactly one turn, wherever in the rotation the echo
 // arrives: an EV marked SKIP after its turn in the current rotation stays

@@ -80,9 +80,9 @@ func (c EVCause) String() string {
 
 // EVChange is one EV state change (QP.PollEVChanges), for the
 // controller's view (mrc_ctl.h: GOOD, ASSUMED_BAD, DENIED) and event logs.
-// A transition the EVMinActive floor turned into SKIP instead of
-// ASSUMED_BAD is reported with To = SKIP and the cause that asked for
-// ASSUMED_BAD.
+// Only changes into or out of ASSUMED_BAD or DENIED are kept: SKIP exists
+// only inside the NIC, so a transition the EVMinActive floor turned into
+// SKIP instead of ASSUMED_BAD is not reported.
 type EVChange struct {
 	At       int64 // ns: the time of the input that caused it (DenyEV/AllowEV: the QP's latest input)
 	EV       uint32
@@ -94,7 +94,7 @@ type EVChange struct {
 // MaxEVChanges bounds the EV changes a QP keeps between PollEVChanges
 // calls; beyond it they are dropped and counted (MRCStats.EVChangesDropped),
 // so a storm of transitions nobody drains cannot grow memory.
-const MaxEVChanges = 4096
+const MaxEVChanges = 1024
 
 // ErrUnknownEV is returned by the controller API for an EV not in the pool.
 var ErrUnknownEV = errors.New("mrc: EV not in this QP's pool")

@@ -85,7 +85,8 @@ type pktRec struct {
 	seq      uint64 // send sequence of the current transmission
 	ev       int32  // EV index of the current transmission
 	tx       uint8  // transmissions so far
-	attempts uint8  // timeouts and retry-counting NACKs
+	attempts uint8  // ACK timeouts (they drive the backoff)
+	nacks    uint8  // retry-counting NACKs since cack last moved past a refusal
 	live     bool
 	acked    bool
 	inflight bool // counted in inflight bytes, timer armed
@@ -749,6 +750,7 @@ func (q *QP) ackCumulative(cack uint32) int64 {
 func (q *QP) releaseHeld() {
 	for p := psnAdd(q.cack, 1); q.held > 0 && psnDiff(p, q.sndNxt) < 0; p = psnAdd(p, 1) {
 		if r := &q.recs[p&q.recMask]; r.live && r.held {
+			r.nacks = 0
 			q.lose(p, r)
 		}
 	}
@@ -945,17 +947,23 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		// These count toward the packet's retry limit (PROTOCOLS.md's NACK
 		// table), not the connection's timeout counter: one burst refused by
 		// a full bitmap is many NACKs in one RTT, and would otherwise fail
-		// the QP before the hole that holds the bitmap is repaired.
-		if r.attempts < 255 {
-			r.attempts++
+		// the QP before the hole that holds the bitmap is repaired. The
+		// count restarts when the cumulative ack moves (the resource is
+		// freeing) and does not stretch the packet's ACK timer.
+		if r.nacks < 255 {
+			r.nacks++
 		}
-		if q.retryExceeded(int(r.attempts)) {
+		if q.retryExceeded(int(r.nacks)) {
 			q.fail(verbs.StatusRetryExceeded, r.wr)
 			return
 		}
 		r.timedOut = false
 		q.ms.NackRetransmits++
-		if n.Code == NackPSNOutOfWindow {
+		if n.Code == NackPSNOutOfWindow || n.PSN == psnAdd(q.cack, 1) {
+			// Out of window: send again. At cack+1 the packet is itself
+			// what the cumulative ack waits for (the SACK that moved cack
+			// may have overtaken the NACK): holding it would stall the QP
+			// until its timer.
 			q.lose(n.PSN, r)
 			return
 		}
@@ -1195,6 +1203,14 @@ func (q *QP) Tick(now int64) {
 // only counts the timeout. Either way its clock is re-armed for the next
 // attempt, so the retry limit fires even if it is never sent again.
 func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
+	if r.held {
+		// Refused for a resource and withheld by this side, not lost: its
+		// timer releases it (the hole that holds the resource has its own
+		// timer, which counts) without counting a retry.
+		q.lose(psn, r)
+		q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
+		return
+	}
 	if r.queued && q.evs.anyPath() {
 		// Found lost already and waiting only for cwnd: no transmission of
 		// it is outstanding, so this is no ACK timeout (htsim keeps no
@@ -1208,9 +1224,6 @@ func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
 	if q.countRetry(&r.attempts) {
 		q.fail(verbs.StatusRetryExceeded, r.wr)
 		return
-	}
-	if r.held {
-		q.lose(psn, r) // refused for a resource and still no progress: send again
 	}
 	if r.inflight {
 		q.evs.markBad(r.ev, now, CauseTimeout) // silent timeout: the path is presumed failed

@@ -407,44 +407,90 @@ func TestOutOfWindowNACK(t *testing.T) {
 	}
 }
 
+// Resource NACKs (NO_BITMAP …): a refused packet at cack+1 — the one the
+// cumulative ack waits for — is sent again at once; one further up is held
+// until the cumulative ack moves, and its timer firing meanwhile releases
+// it without counting a retry; the NACKs count toward the packet's own
+// limit, restarting when cack moves past a refusal.
 func TestNACKRetry(t *testing.T) {
 	cfg := smallCfg()
 	cfg.RetryLinear, cfg.RetryExp = 1, 0
+	cfg.TLPFactor = 0
 	a, b := newPair(t, cfg, 1<<20)
-	a.write(b, 1, verbs.OpWrite, 0, pmtu, 0)
-	p := a.drain(0, 0xf)[0]
+	a.write(b, 1, verbs.OpWrite, 0, 2*pmtu, 0)
+	sent := a.drain(0, 0xf)
+	if len(sent) != 2 {
+		t.Fatalf("%d packets sent, want 2", len(sent))
+	}
 	buf := make([]byte, NACKLen)
-	mk := func() pkt {
-		EncodeNACK(buf, BTH{DestQP: qpnA, PSN: 1000}, &NETH{Code: NackNoBitmap, EV: p.tx.EV, PSN: 1000})
-		return pkt{tx: verbs.Tx{EV: p.tx.EV, WireLen: NACKLen}, data: append([]byte(nil), buf...)}
+	nack := func(psn, ev uint32) pkt {
+		EncodeNACK(buf, BTH{DestQP: qpnA, PSN: psn}, &NETH{Code: NackNoBitmap, EV: ev, PSN: psn})
+		return pkt{tx: verbs.Tx{EV: ev, WireLen: NACKLen}, data: append([]byte(nil), buf...)}
 	}
-	a.recv(10, mk())
-	// Refused for a resource: held until the cumulative ack moves (sending
-	// at once would be refused again), or until its timer fires.
+	// PSN 1001 is refused while 1000 is outstanding: held.
+	a.recv(10, nack(1001, sent[1].tx.EV))
 	if rt := a.drain(10, 0xf); len(rt) != 0 {
-		t.Fatalf("%d packets sent at once after NO_BITMAP; want the packet held", len(rt))
+		t.Fatalf("%d packets sent at once after NO_BITMAP above cack+1; want the packet held", len(rt))
 	}
-	if s, _ := a.q.EVState(p.tx.EV); s != EVGood {
+	if s, _ := a.q.EVState(sent[1].tx.EV); s != EVGood {
 		t.Fatal("NO_BITMAP penalised the EV")
 	}
-	at, ok := a.q.Deadline()
-	if !ok {
-		t.Fatal("a held packet has no timer")
+	// 1000 is acknowledged: cack moves and 1001 goes again.
+	a.recv(20, sackWithM(t, sent[0].tx.EV, PathNone, false, 1000))
+	rt := a.drain(20, 0xf)
+	if len(rt) != 1 || rt[0].bth(t).PSN != 1001 || !rt[0].bth(t).Rtx {
+		t.Fatalf("after cack moved: %d packets, want 1001 again", len(rt))
 	}
-	a.q.Tick(at)
-	rt := a.drain(at, 0xf)
-	if len(rt) != 1 || !rt[0].bth(t).Rtx {
-		t.Fatal("no retransmission of the held packet at its timeout")
+	// Now 1001 is cack+1: a NACK sends it again at once (its count
+	// restarted when cack moved, so this is its first).
+	a.recv(30, nack(1001, rt[0].tx.EV))
+	rt = a.drain(30, 0xf)
+	if len(rt) != 1 || rt[0].bth(t).PSN != 1001 {
+		t.Fatalf("NO_BITMAP at cack+1: %d packets sent, want 1001 at once", len(rt))
 	}
 	if a.q.State() != verbs.QPReady {
-		t.Fatal("one NACK and one timeout exceeded a limit of 1 (they count toward different counters)")
+		t.Fatal("one NACK since cack moved exceeded a limit of 1")
 	}
-	p = rt[0]
-	a.recv(at+10, mk())
+	// A second refusal with no progress exceeds the limit of 1.
+	a.recv(40, nack(1001, rt[0].tx.EV))
 	if a.q.State() != verbs.QPError {
 		t.Fatal("retry limit not enforced for NACKs")
 	}
 	wantComps(t, a.comps(), verbs.Completion{WRID: 1, QPN: qpnA, Op: verbs.OpWrite, Status: verbs.StatusRetryExceeded})
+}
+
+// A held packet's timer releases it and counts no retry: the QP is
+// withholding it, nothing was lost.
+func TestHeldPacketTimerCountsNothing(t *testing.T) {
+	cfg := smallCfg()
+	cfg.RetryLinear, cfg.RetryExp = 1, 0
+	cfg.TLPFactor = 0
+	a, b := newPair(t, cfg, 1<<20)
+	a.write(b, 1, verbs.OpWrite, 0, 2*pmtu, 0)
+	sent := a.drain(0, 0xf)
+	buf := make([]byte, NACKLen)
+	EncodeNACK(buf, BTH{DestQP: qpnA, PSN: 1001}, &NETH{Code: NackNoBitmap, EV: sent[1].tx.EV, PSN: 1001})
+	a.recv(10, pkt{tx: verbs.Tx{EV: sent[1].tx.EV, WireLen: NACKLen}, data: buf})
+	// 1000 is acknowledged by the bitmap only (cack stays): 1001 stays held.
+	a.recv(20, sack(t, SETH{EV: sent[0].tx.EV, CackPSN: 999, SackOffset: 1, Bitmap: 1, MPR: 1}, CCState{}))
+	if rt := a.drain(20, 0xf); len(rt) != 0 {
+		t.Fatalf("%d packets sent with cack unmoved: %v", len(rt), psns(t, rt))
+	}
+	at, ok := a.q.Deadline()
+	if !ok {
+		t.Fatalf("no timer: %+v", a.q.recs[1001&a.q.recMask])
+	}
+	a.q.Tick(at)
+	if a.q.State() != verbs.QPReady {
+		t.Fatalf("a held packet's timer failed the QP: %v", a.q.Err())
+	}
+	if st := a.q.Stats(); st.Timeouts != 0 {
+		t.Fatalf("%d timeouts counted for a held packet", st.Timeouts)
+	}
+	rt := a.drain(at, 0xf)
+	if len(rt) != 1 || rt[0].bth(t).PSN != 1001 {
+		t.Fatalf("timer of the held packet sent %d packets, want 1001", len(rt))
+	}
 }
 
 func TestRetryExhaustion(t *testing.T) {
