@@ -95,6 +95,17 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p := f.Queue.PFC; p.Enabled && p.Mode == config.PFCDynamic {
+		// HPCC's threshold is a shift of what the shared buffer keeps after
+		// every port's headroom and reserve: with none left every lossless
+		// ingress would pause at its first byte past the reserve.
+		for _, s := range topo.Switches {
+			if a := s.PFC(); a != nil && a.SharedFree() < 2*(f.MTU+fabric.EthHeaderLen+fabric.IPv6HeaderLen) {
+				return nil, fmt.Errorf("fabric.queue.pfc.sharedBufferBytes: switch %s keeps %d B after its ports' headroom and reserve, want at least two frames (%d B): raise it (0 = the sum of the port buffers) or lower the headroom",
+					s.Name, a.SharedFree(), 2*(f.MTU+fabric.EthHeaderLen+fabric.IPv6HeaderLen))
+			}
+		}
+	}
 	if e := c.EffectiveECN(); e.Enabled && config.ECNRateScaled(e.Preset) {
 		if err := scaleECN(topo, c); err != nil {
 			return nil, err
@@ -110,8 +121,16 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 // buffer is refused (config.Validate checks the other presets).
 func scaleECN(topo *fabric.Topology, c config.Config) error {
 	e, buf := c.EffectiveECN(), c.Fabric.Queue.BufferBytes
-	rtt := (&Cluster{Config: c, Topo: topo}).BaseRTT()
-	frame := fabric.EthHeaderLen + c.Fabric.MTU + fabric.FCSLen
+	cl := &Cluster{Config: c, Topo: topo}
+	rtt := cl.BaseRTT()
+	// htsim counts its thresholds in its data packets: MRC's full data
+	// packet when MRC runs (fabric.mtu may be larger than it), else a
+	// full-MTU frame.
+	pkt := c.Fabric.MTU
+	if c.Transport.Kind == config.TransportMRC {
+		pkt = min(pkt, cl.pmtu()+config.MRCPacketOverhead)
+	}
+	frame := fabric.EthHeaderLen + pkt + fabric.FCSLen
 	if topo.Mode == fabric.ForwardUSID {
 		frame += fabric.IPv6HeaderLen
 	}

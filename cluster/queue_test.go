@@ -51,8 +51,8 @@ func TestECNPresetsResolvePerPortRate(t *testing.T) {
 		t.Errorf("hpcc at 100G: %+v", p)
 	}
 	// htsim: 0.2 and 0.8 of the port's BDP over the base RTT, in whole
-	// full-MTU frames (uSID: Ethernet, outer IPv6, 4200 B MTU, FCS).
-	const frame = 14 + 40 + 4200 + 4
+	// data frames (uSID: Ethernet, outer IPv6, MRC's packet, FCS).
+	const frame = 14 + 40 + 4096 + 88 + 4 // MRC's full data packet (PMTU 4096 + its 88 B of headers), not the 4200 B MTU
 	for _, sets := range [][]string{{"fabric.queue.ecn.preset=htsim"}, {}} { // named, and auto for MRC
 		cl, by = ecnOf(sets...)
 		rtt := cl.BaseRTT().Seconds()
@@ -109,5 +109,18 @@ func TestPFCDynamicFromConfig(t *testing.T) {
 	topo, _ = BuildTopology(sim.NewLoop(sim.Options{}), load(t, "fabric.queue.pfc.enabled=true", "fabric.planes=1"))
 	if topo.Switch("p0.t0.0").Ports[0].Config().PFC.Dynamic {
 		t.Fatal("dynamic PFC without mode dynamic")
+	}
+}
+
+// A shared buffer that the ports' headroom and reserve use up is refused
+// when the fabric is built, naming the field.
+func TestPFCDynamicSharedBufferTooSmall(t *testing.T) {
+	cfg := load(t, "fabric.queue.pfc.enabled=true", "fabric.queue.pfc.mode=dynamic", "fabric.queue.pfc.sharedBufferBytes=65536")
+	_, err := BuildTopology(sim.NewLoop(sim.Options{}), cfg)
+	if err == nil || !strings.Contains(err.Error(), "fabric.queue.pfc.sharedBufferBytes") {
+		t.Fatalf("a 64 KiB shared buffer: %v", err)
+	}
+	if _, err := BuildTopology(sim.NewLoop(sim.Options{}), load(t, "fabric.queue.pfc.enabled=true", "fabric.queue.pfc.mode=dynamic")); err != nil {
+		t.Fatalf("the default shared buffer: %v", err)
 	}
 }

@@ -124,6 +124,11 @@ func NewIngressAccounting(loop *sim.Loop, cfg *PFCConfig, ports []*Port) *Ingres
 	return a
 }
 
+// SharedFree is, in dynamic mode, the switch's shared buffer left after
+// every port's headroom and reserve (what the threshold is a shift of); 0
+// otherwise.
+func (a *IngressAccounting) SharedFree() int { return a.free }
+
 // admit accounts p arriving on port in; it reports false when p must drop
 // because the headroom is exhausted.
 func (a *IngressAccounting) admit(p *Packet, in int32) bool {
