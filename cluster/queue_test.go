@@ -52,7 +52,7 @@ func TestECNPresetsResolvePerPortRate(t *testing.T) {
 	}
 	// htsim: 0.2 and 0.8 of the port's BDP over the base RTT, in whole
 	// data frames (uSID: Ethernet, outer IPv6, MRC's packet, FCS).
-	const frame = 14 + 40 + 4096 + 88 + 4 // MRC's full data packet (PMTU 4096 + its 88 B of headers), not the 4200 B MTU
+	const frame = 14 + 40 + 4096 + 88 + 4                                    // MRC's full data packet (PMTU 4096 + its 88 B of headers), not the 4200 B MTU
 	for _, sets := range [][]string{{"fabric.queue.ecn.preset=htsim"}, {}} { // named, and auto for MRC
 		cl, by = ecnOf(sets...)
 		rtt := cl.BaseRTT().Seconds()
