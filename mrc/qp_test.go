@@ -407,12 +407,10 @@ func TestOutOfWindowNACK(t *testing.T) {
 	}
 }
 
-// Resource NACKs (NO_BITMAP …): a refused packet at cack+1 — the one the
-// cumulative ack waits for — is sent again at once; one further up is held
-// until the cumulative ack moves, and its timer firing meanwhile releases
-// it without counting a retry; the NACKs count toward the packet's own
-// limit, restarting when cack moves past a refusal.
-func TestNACKRetry(t *testing.T) {
+// twoPacketsOut: A (retry limit 1, no tail-loss probe) has sent PSNs 1000
+// and 1001 of one Write to B.
+func twoPacketsOut(t *testing.T) (*end, []pkt) {
+	t.Helper()
 	cfg := smallCfg()
 	cfg.RetryLinear, cfg.RetryExp = 1, 0
 	cfg.TLPFactor = 0
@@ -422,11 +420,24 @@ func TestNACKRetry(t *testing.T) {
 	if len(sent) != 2 {
 		t.Fatalf("%d packets sent, want 2", len(sent))
 	}
+	return a, sent
+}
+
+// noBitmapNACK is B's NACK NO_BITMAP of psn, reflecting ev.
+func noBitmapNACK(psn, ev uint32) pkt {
 	buf := make([]byte, NACKLen)
-	nack := func(psn, ev uint32) pkt {
-		EncodeNACK(buf, BTH{DestQP: qpnA, PSN: psn}, &NETH{Code: NackNoBitmap, EV: ev, PSN: psn})
-		return pkt{tx: verbs.Tx{EV: ev, WireLen: NACKLen}, data: append([]byte(nil), buf...)}
-	}
+	EncodeNACK(buf, BTH{DestQP: qpnA, PSN: psn}, &NETH{Code: NackNoBitmap, EV: ev, PSN: psn})
+	return pkt{tx: verbs.Tx{EV: ev, WireLen: NACKLen}, data: buf}
+}
+
+// Resource NACKs (NO_BITMAP …): a refused packet at cack+1 — the one the
+// cumulative ack waits for — is sent again at once; one further up is held
+// until the cumulative ack moves, and its timer firing meanwhile releases
+// it without counting a retry; the NACKs count toward the packet's own
+// limit, restarting when cack moves past a refusal.
+func TestNACKRetry(t *testing.T) {
+	a, sent := twoPacketsOut(t)
+	nack := noBitmapNACK
 	// PSN 1001 is refused while 1000 is outstanding: held.
 	a.recv(10, nack(1001, sent[1].tx.EV))
 	if rt := a.drain(10, 0xf); len(rt) != 0 {
@@ -462,15 +473,8 @@ func TestNACKRetry(t *testing.T) {
 // A held packet's timer releases it and counts no retry: the QP is
 // withholding it, nothing was lost.
 func TestHeldPacketTimerCountsNothing(t *testing.T) {
-	cfg := smallCfg()
-	cfg.RetryLinear, cfg.RetryExp = 1, 0
-	cfg.TLPFactor = 0
-	a, b := newPair(t, cfg, 1<<20)
-	a.write(b, 1, verbs.OpWrite, 0, 2*pmtu, 0)
-	sent := a.drain(0, 0xf)
-	buf := make([]byte, NACKLen)
-	EncodeNACK(buf, BTH{DestQP: qpnA, PSN: 1001}, &NETH{Code: NackNoBitmap, EV: sent[1].tx.EV, PSN: 1001})
-	a.recv(10, pkt{tx: verbs.Tx{EV: sent[1].tx.EV, WireLen: NACKLen}, data: buf})
+	a, sent := twoPacketsOut(t)
+	a.recv(10, noBitmapNACK(1001, sent[1].tx.EV))
 	// 1000 is acknowledged by the bitmap only (cack stays): 1001 stays held.
 	a.recv(20, sack(t, SETH{EV: sent[0].tx.EV, CackPSN: 999, SackOffset: 1, Bitmap: 1, MPR: 1}, CCState{}))
 	if rt := a.drain(20, 0xf); len(rt) != 0 {
