@@ -218,6 +218,13 @@ func listExperiments(w io.Writer) {
 // the ECN preset, and MRC's PSN window, retry scope and fast-loss rule.
 // Experiments that change them per point say so in their own notes.
 func clusterHead(cfg config.Config) string {
+	return fmt.Sprintf("%s, %d plane(s) × %s, %d hosts, seed %d; %s",
+		cfg.Fabric.Preset, cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Hosts, cfg.Seed, transportRules(cfg))
+}
+
+// transportRules names the ECN preset and MRC's PSN window, retry scope
+// and fast-loss rule of cfg, for report heads.
+func transportRules(cfg config.Config) string {
 	ecn := "ECN off"
 	if e := cfg.Fabric.Queue.ECN; e.Enabled {
 		ecn = "ECN preset " + e.Preset
@@ -226,8 +233,7 @@ func clusterHead(cfg config.Config) string {
 		}
 	}
 	m := cfg.Transport.MRC
-	return fmt.Sprintf("%s, %d plane(s) × %s, %d hosts, seed %d; %s; MRC MPR %d × 128 PSNs, retries per %s, fast-loss rule %s",
-		cfg.Fabric.Preset, cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Hosts, cfg.Seed, ecn, m.MPRUnits, m.RetryScope, m.LossDetection)
+	return fmt.Sprintf("%s; MRC MPR %d × 128 PSNs, retries per %s, fast-loss rule %s", ecn, m.MPRUnits, m.RetryScope, m.LossDetection)
 }
 
 func outDir(out, cfgDir, name string, many bool) string {

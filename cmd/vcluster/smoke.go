@@ -92,7 +92,7 @@ func smokeRun(w io.Writer, obs *observer, cfg config.Config) (*smokeOut, error) 
 		fmt.Fprintf(tw, "%d\th%d\th%d\t%s\t%d\t%.3f\t%.3f\t%s\n", r.plane, r.from, r.to, r.where, r.frame, float64(r.rtt)/1e3, float64(r.ideal)/1e3, res)
 	}
 	tw.Flush()
-	head := fmt.Sprintf("%s fabric, %d plane(s), %d hosts, %s forwarding, seed %d", topo.Kind, topo.Planes, topo.Hosts, topo.Mode, cfg.Seed)
+	head := fmt.Sprintf("%s fabric, %d plane(s), %d hosts, %s forwarding, seed %d; %s", topo.Kind, topo.Planes, topo.Hosts, topo.Mode, cfg.Seed, transportRules(cfg))
 	fmt.Fprintf(w, "vcluster run: %s\n\n%s\n", head, table.String())
 
 	var csv bytes.Buffer
