@@ -65,7 +65,6 @@ const (
 	CauseTimeout                   // ACK timeout of a packet on it: → ASSUMED_BAD
 	CauseSilentLoss                // EVLossThreshold fast-loss detections: → ASSUMED_BAD
 	CauseProbe                     // probe answered: ASSUMED_BAD → GOOD / SKIP
-	CauseRotation                  // its SKIP turn ended: SKIP → GOOD
 	CauseDeny                      // controller: DenyEV / DenyPath
 	CauseAllow                     // controller: AllowEV / AllowPath
 	numCauses
@@ -75,7 +74,7 @@ func (c EVCause) String() string {
 	if c >= numCauses {
 		return "unknown"
 	}
-	return [...]string{"sack-skip", "trim", "always-skip", "timeout", "silent-loss", "probe", "rotation", "deny", "allow"}[c]
+	return [...]string{"sack-skip", "trim", "always-skip", "timeout", "silent-loss", "probe", "deny", "allow"}[c]
 }
 
 // EVChange is one EV state change (QP.PollEVChanges), for the
@@ -243,10 +242,8 @@ func (p *evPool) rotate(ps *planeSet, now int64) {
 	for _, i := range ps.active {
 		e := &p.evs[i]
 		if e.state == EVSkip && e.passed && e.skipUntil <= now {
-			e.state = EVGood
+			p.endSkip(e)
 			ps.good++
-			p.transitions++
-			p.record(now, i, EVSkip, EVGood, CauseRotation)
 		}
 	}
 	if p.skipDur > 0 {
@@ -254,9 +251,7 @@ func (p *evPool) rotate(ps *planeSet, now int64) {
 		// again once their SkipDuration has passed.
 		for k := ps.first; k < ps.first+ps.n; k++ {
 			if e := &p.evs[k]; !e.active && e.state == EVSkip && e.skipUntil <= now {
-				e.state = EVGood
-				p.transitions++
-				p.record(now, int32(k), EVSkip, EVGood, CauseRotation)
+				p.endSkip(e)
 			}
 		}
 	}
@@ -459,6 +454,13 @@ func (p *evPool) activate(ps *planeSet, i int32) {
 	}
 }
 
+// endSkip returns a SKIP EV whose turn is over to GOOD. The controller does
+// not see SKIP, so the change is not recorded (record).
+func (p *evPool) endSkip(e *evEntry) {
+	e.state = EVGood
+	p.transitions++
+}
+
 // bench swaps active SKIP EV i for a GOOD inactive EV of the same plane
 // (one whose SKIP has ended counts as GOOD), if there is one.
 func (p *evPool) bench(ps *planeSet, i int32, now int64) {
@@ -480,9 +482,7 @@ func (p *evPool) bench(ps *planeSet, i int32, now int64) {
 			continue
 		}
 		if e.state == EVSkip && e.skipUntil <= now {
-			e.state = EVGood
-			p.transitions++
-			p.record(now, r, EVSkip, EVGood, CauseRotation)
+			p.endSkip(e)
 		}
 		if e.state != EVGood {
 			continue

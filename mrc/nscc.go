@@ -372,11 +372,6 @@ func (c *nscc) onTimeout(bytes int64) {
 	c.cwnd = max(c.cwnd-float64(bytes), c.p.MTU)
 }
 
-// onLoss is told of a fast-loss (SLEEK) detection or a timeout. htsim's
-// NSCC does not react to either (neither sets _trigger_qa; the timeout's
-// cut is onTimeout), so neither does this.
-func (c *nscc) onLoss() {}
-
 // onPenalty applies the responder's rcv_cwnd_pen (0..127): the window is
 // capped at maxwnd·(128−pen)/128, so 64 halves it and 127 leaves one packet
 // per RTT. This is MRC's scale [S4], a deliberate departure from htsim's

@@ -220,8 +220,7 @@ func TestNSCCRefTimeout(t *testing.T) {
 func TestNSCCRefLossArmsNoQuickAdapt(t *testing.T) {
 	c := refCC(t)
 	c.onAck(1, mtu4k, 500, true, false, 0)
-	c.onTimeout(mtu4k)
-	c.onLoss()
+	c.onTimeout(mtu4k) // a fast loss tells NSCC nothing at all (qp.go's fastLose)
 	if q := c.onAck(1+qaPeriod+1, mtu4k, 500, true, false, 0); q == QQuickAdapt {
 		t.Fatal("quick adapt after a timeout / fast loss alone")
 	}

@@ -759,10 +759,7 @@ func (q *QP) releaseHeld() {
 
 func (q *QP) ackRec(r *pktRec) int64 {
 	r.acked = true
-	if r.held {
-		r.held = false
-		q.held--
-	}
+	q.unhold(r)
 	q.retries = 0 // forward progress resets the connection's retry counter
 	if q.tlpSeq != 0 && r.seq == q.tlpSeq {
 		// The probe got through: whatever was sent before it and is
@@ -786,17 +783,27 @@ func (q *QP) ackRec(r *pktRec) int64 {
 // lose takes a PSN's current transmission out of flight and queues it for
 // retransmission.
 func (q *QP) lose(psn uint32, r *pktRec) {
-	if r.held {
-		r.held = false
-		q.held--
+	q.unhold(r)
+	q.leaveFlight(r)
+	if !r.queued {
+		r.queued = true
+		q.rtxQ.push(psn)
 	}
+}
+
+// leaveFlight takes r's transmission out of the bytes in flight.
+func (q *QP) leaveFlight(r *pktRec) {
 	if r.inflight {
 		r.inflight = false
 		q.inflight -= int64(r.plen)
 	}
-	if !r.queued {
-		r.queued = true
-		q.rtxQ.push(psn)
+}
+
+// unhold clears r's hold after a resource NACK.
+func (q *QP) unhold(r *pktRec) {
+	if r.held {
+		r.held = false
+		q.held--
 	}
 }
 
@@ -822,8 +829,11 @@ func (q *QP) sleekThreshold() uint64 {
 // threshold after it have been acknowledged. Under LossOOO the walk only
 // drops settled transmissions (and applies tlpCut); sleek finds losses.
 func (q *QP) detectLoss(now int64) {
-	thr := q.sleekThreshold()
 	perHole := q.cfg.LossDetection == LossPerHole
+	var thr uint64
+	if perHole {
+		thr = q.sleekThreshold()
+	}
 	for q.order.len() > 0 {
 		f := q.order.front()
 		r := &q.recs[f.psn&q.recMask]
@@ -845,7 +855,6 @@ func (q *QP) fastLose(now int64, psn uint32, r *pktRec, penalize bool) {
 	q.lose(psn, r)
 	r.timedOut = false
 	q.ms.FastRetransmits++
-	q.cc.onLoss()
 	if !penalize {
 		return
 	}
@@ -970,10 +979,7 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		// A resource NACK: sending again at once is refused again until
 		// ePSN moves, so wait for the cumulative ack to move (the packet's
 		// timer still runs: no progress for an RTO retransmits it anyway).
-		if r.inflight {
-			r.inflight = false
-			q.inflight -= int64(r.plen)
-		}
+		q.leaveFlight(r)
 		if !r.held && !r.queued {
 			r.held = true
 			q.held++
@@ -1054,9 +1060,9 @@ func (q *QP) retryExceeded(attempts int) bool {
 	return attempts > q.cfg.RetryLinear+q.cfg.RetryExp
 }
 
-// countRetry counts one retry (a timeout, or a NACK that counts toward the
-// limit) against attempts — a packet's, or the QP's stall clock's — and,
-// under RetryConnection, against the connection's counter. It reports
+// countRetry counts one ACK timeout against attempts — a packet's, or the
+// QP's stall clock's — and, under RetryConnection, against the
+// connection's counter. It reports
 // whether the limit RetryScope applies is exceeded. attempts alone drives
 // the backoff of that packet's next timer.
 func (q *QP) countRetry(attempts *uint8) bool {
@@ -1203,20 +1209,16 @@ func (q *QP) Tick(now int64) {
 // only counts the timeout. Either way its clock is re-armed for the next
 // attempt, so the retry limit fires even if it is never sent again.
 func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
-	if r.held {
-		// Refused for a resource and withheld by this side, not lost: its
-		// timer releases it (the hole that holds the resource has its own
-		// timer, which counts) without counting a retry.
+	if r.held || r.queued && q.evs.anyPath() {
+		// No transmission of it is outstanding, so this is no ACK timeout:
+		// a held packet (refused for a resource) is withheld by this side —
+		// its timer releases it, while the hole that holds the resource has
+		// its own timer, which counts; a queued one was found lost already
+		// and waits only for cwnd (htsim keeps no timer for a packet in its
+		// retransmission queue). Check again one RTO later; with no path
+		// left a queued packet counts, so the QP still fails when every
+		// path is gone.
 		q.lose(psn, r)
-		q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
-		return
-	}
-	if r.queued && q.evs.anyPath() {
-		// Found lost already and waiting only for cwnd: no transmission of
-		// it is outstanding, so this is no ACK timeout (htsim keeps no
-		// timer for a packet in its retransmission queue). Check again
-		// one RTO later; with no path left it counts, so the QP still
-		// fails when every path is gone.
 		q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
 		return
 	}
