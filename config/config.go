@@ -657,7 +657,8 @@ func (w PFCWatchdogConfig) RestorationTime() time.Duration {
 }
 
 // Headroom returns the PFC headroom in bytes for a link of rateBps and
-// one-way propagation delay: HeadroomBytes when set, otherwise
+// one-way delay (propagation plus the sending switch's forwarding latency,
+// fabric.switchLatency): HeadroomBytes when set, otherwise
 // ceil(3 × rate × delay / 8).
 func (p PFCConfig) Headroom(rateBps uint64, delay time.Duration) int {
 	if p.HeadroomBytes > 0 {

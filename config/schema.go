@@ -50,7 +50,7 @@ var inlineRules = map[string]string{
 	"fabric.queue.pfc.sharedBufferBytes":    fmt.Sprintf("0..%d; 0 = the switch's ports × fabric.queue.bufferBytes; used in mode dynamic", MaxBufferBytes),
 	"fabric.queue.pfc.xoffBytes":            "> fabric.queue.pfc.xonBytes and < fabric.queue.bufferBytes (checked in both modes, used in static)",
 	"fabric.queue.pfc.xonBytes":             "≥ 0",
-	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link", MaxBufferBytes),
+	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link (its propagation delay + fabric.switchLatency)", MaxBufferBytes),
 	"fabric.queue.pfc.watchdog.restoration": `or "": 2 × detection`,
 	"host.tcp":                              "true needs host.netstack",
 	"transport.mrc.pmtu":                    fmt.Sprintf("with kind mrc, pmtu + %d (IPv6, UDP, MRC headers, ICRC) ≤ fabric.mtu", MRCPacketOverhead),

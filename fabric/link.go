@@ -60,7 +60,15 @@ type Link struct {
 	loop     *sim.Loop
 	lastDue  sim.Time
 	Delay    time.Duration // propagation delay
-	cut      *cutLink      // set when the link joins two partitions (partition.go)
+	// Pipeline is the sending device's forwarding latency: a switch's
+	// (Options/ClosSpec SwitchLatency) on every link leaving a switch, 0
+	// on a NIC's. A frame reaches the far end Pipeline + Delay after its
+	// last bit left the sending port: the switch's pipeline sits after its
+	// egress queue and serialization, so queueing, ECN marking at enqueue
+	// and PFC accounting see a frame the moment it arrives, and every
+	// frame the switch sends (data, control, PAUSE) pays it once.
+	Pipeline time.Duration
+	cut      *cutLink // set when the link joins two partitions (partition.go)
 	Loss     LossModel
 	Corr     CorruptionModel
 
@@ -104,7 +112,7 @@ func (l *Link) SetUp(up bool) {
 func (l *Link) Dst() *Port { return l.dst }
 
 // transmit takes a frame whose serialization started now and ends at done,
-// and delivers it the propagation delay after done. A frame that a fault
+// and delivers it the pipeline and propagation delays after done. A frame that a fault
 // would lose is dropped here, when it is sent.
 func (l *Link) transmit(p *Packet, done sim.Time) {
 	if !l.up {
@@ -124,7 +132,7 @@ func (l *Link) transmit(p *Packet, done sim.Time) {
 		p.Release()
 		return
 	}
-	at := done + sim.Time(l.Delay)
+	at := done + sim.Time(l.Delay+l.Pipeline)
 	// A delay that shrank (a latency fault ending) must not reorder frames.
 	if at < l.lastDue {
 		at = l.lastDue
