@@ -211,7 +211,9 @@ func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP, NoNetstack: !c.Host.Netstack})
+	tx, rx := c.Host.NICLatencies()
+	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP, NoNetstack: !c.Host.Netstack,
+		NICTxLatency: tx, NICRxLatency: rx})
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,9 @@ func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	tx, rx := c.Host.NICLatencies()
 	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), NoNetstack: !c.Host.Netstack,
+		NICTxLatency: tx, NICRxLatency: rx,
 		Partition: func(h int) (*sim.Loop, *fabric.Topology) {
 			p := pt.HostPart[h]
 			return pt.Loops[p], pt.Views[p]
