@@ -217,7 +217,17 @@ func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}, nil
+	cl := &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}
+	cl.setRouting()
+	return cl, nil
+}
+
+// setRouting turns on ECMP routing reconvergence (fabric.ecmpReconvergence)
+// on the cluster's Scheduler: call it again whenever that changes.
+func (c *Cluster) setRouting() {
+	if d, ok := c.Config.Fabric.Reconvergence(); ok {
+		c.Topo.SetReconvergence(d, c.Scheduler())
+	}
 }
 
 // Close releases the hosts' netstacks.

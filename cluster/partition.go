@@ -101,6 +101,7 @@ func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if parts == 1 {
 		cl.Loop = loop
 	}
+	cl.setRouting()
 	return cl, nil
 }
 
@@ -241,6 +242,7 @@ func newClassic(c config.Config) (*Cluster, error) {
 		return nil, err
 	}
 	cl.par = &partitioned{run: run, workers: 1}
+	cl.setRouting() // its Scheduler is now the windows' global events
 	return cl, nil
 }
 

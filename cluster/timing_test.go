@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/roce"
 	"github.com/vcluster/vcluster/sim"
@@ -123,4 +125,136 @@ func TestNICTxLatencyPostErrors(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+// busiestUplink returns the T0 → T1 port of host src's T0 that sent the
+// most frames, in any plane.
+func busiestUplink(c *Cluster, src int) *fabric.Port {
+	sub, _ := c.Topo.HostSubnet(src)
+	var best *fabric.Port
+	for pl := 0; pl < c.Topo.Planes; pl++ {
+		s := c.Topo.Switch(fmt.Sprintf("p%d.t0.%d", pl, sub))
+		for _, p := range s.Ports[c.Topo.Clos.HostsPerT0:] {
+			if best == nil || p.Counters.TxPackets > best.Counters.TxPackets {
+				best = p
+			}
+		}
+	}
+	return best
+}
+
+// RoCE under ECMP with routing reconvergence: the cable its flow uses is
+// cut mid-transfer (on the source T0's side, or between the T1 and the
+// destination T0); the flow stalls for about the reconvergence delay
+// (rounded up to the go-back-N timeout that retransmits after it), then
+// completes without a QP error. Without reconvergence the QP errors.
+func TestRoCEStallsUntilReconvergence(t *testing.T) {
+	const delay = time.Millisecond
+	const cutAt = 300 * sim.Microsecond
+	for _, side := range []string{"source T0 uplink", "T1 downlink to the destination T0"} {
+		for _, reconv := range []string{"", delay.String()} {
+			sets := append(append([]string{}, timingTransports["roce"]...), "transport.payload=elided")
+			if reconv != "" {
+				sets = append(sets, "fabric.ecmpReconvergence="+reconv)
+			}
+			c, err := New(load(t, sets...), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, err := c.Connect(0, 15)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 16 << 20
+			tr, err := c.StartTransfer(ps[0], c.Region(0, n, nil), c.Region(15, n, nil), n, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Loop.RunUntil(cutAt)
+			up := busiestUplink(c, 0)
+			cut := up
+			if side != "source T0 uplink" {
+				t1 := up.Peer.Owner.(*fabric.Switch)
+				dsub, _ := c.Topo.HostSubnet(15)
+				cut = t1.Ports[dsub]
+			}
+			cut.Tx.SetUp(false)
+			cut.Peer.Tx.SetUp(false)
+			// The longest time without a byte placed at the responder.
+			var last, stall sim.Time
+			placed := ps[0].B.T.Stats().BytesPlaced
+			last = c.Loop.Now()
+			for !tr.Done() && c.Loop.Now() < 20*sim.Millisecond {
+				c.Loop.RunUntil(c.Loop.Now() + 10*sim.Microsecond)
+				if b := ps[0].B.T.Stats().BytesPlaced; b != placed {
+					placed = b
+					stall = max(stall, c.Loop.Now()-last)
+					last = c.Loop.Now()
+				}
+			}
+			stall = max(stall, c.Loop.Now()-last) // until the end, or the QP's error
+			timeout := time.Duration(4096 << 7)
+			errored := ps[0].A.T.State() == verbs.QPError
+			t.Logf("%s, reconvergence %q: cut %s; done %v, QP error %v, longest stall %v", side, reconv, cut.Name, tr.Done(), errored, time.Duration(stall))
+			if reconv == "" {
+				if !errored || time.Duration(stall) < 7*timeout {
+					t.Errorf("%s without reconvergence: QP state %v after a %v stall, want ERROR after its retries (≥ 7 × %v) on the dead path", side, ps[0].A.T.State(), time.Duration(stall), timeout)
+				}
+			} else {
+				if !tr.Done() || len(tr.Errors) > 0 || errored {
+					t.Errorf("%s: transfer done %v, %d errors, QP error %v: want it to continue after reconvergence", side, tr.Done(), len(tr.Errors), errored)
+				}
+				// Sampled every 10 µs; the last byte before the cut may
+				// land up to a sample before it.
+				if s := time.Duration(stall); s < delay-20*time.Microsecond || s > delay+timeout+20*time.Microsecond {
+					t.Errorf("%s: stalled %v, want the reconvergence delay %v up to one timeout (%v) more", side, s, delay, timeout)
+				}
+			}
+			c.Close()
+		}
+	}
+}
+
+// Reconvergence runs as global events: a partitioned run and the classic
+// loop give the same completion time, with the timing model on too.
+func TestReconvergencePartitionedSame(t *testing.T) {
+	sets := append(append([]string{}, timingTransports["roce"]...), "transport.payload=elided", "fabric.ecmpReconvergence=500us",
+		"fabric.switchLatency=300ns", "host.nicTxLatency=1us", "host.nicRxLatency=1us")
+	end := map[string]sim.Time{}
+	for _, parts := range []int{0, 4} {
+		var c *Cluster
+		var err error
+		if parts == 0 {
+			c, err = NewForWorkers(load(t, sets...), 0)
+		} else {
+			c, err = NewPartitioned(load(t, sets...), parts, 2)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := c.Connect(0, 15)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 8 << 20
+		tr, err := c.StartTransfer(ps[0], c.Region(0, n, nil), c.Region(15, n, nil), n, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Scheduler().At(200*sim.Microsecond, func() {
+			p := busiestUplink(c, 0)
+			p.Tx.SetUp(false)
+			p.Peer.Tx.SetUp(false)
+		})
+		c.RunWhile(func() bool { return !tr.Done() })
+		if !tr.Done() || len(tr.Errors) > 0 {
+			t.Fatalf("parts %d: done %v, %d errors", parts, tr.Done(), len(tr.Errors))
+		}
+		end[fmt.Sprint(parts)] = tr.End
+		c.Close()
+	}
+	if end["0"] != end["4"] {
+		t.Errorf("completion at %v classic, %v partitioned", time.Duration(end["0"]), time.Duration(end["4"]))
+	}
+	t.Logf("completion %v", time.Duration(end["0"]))
 }

@@ -75,6 +75,7 @@ type Link struct {
 	Rate uint64 // bits/s, used by the sending port
 	src  *Port  // the port that serializes onto this link (nil if not cabled by a topology)
 	Name string
+	rt   *routing // hears state changes (Topology.SetReconvergence), or nil
 }
 
 // NewLink returns an up link delivering to dst. A topology's links are
@@ -93,11 +94,18 @@ func (l *Link) Up() bool { return l.up }
 // lost (counted as DroppedDown when they would have arrived). The sending
 // port's device hears of either change (TxReadyNotifier), as a NIC gets a
 // link interrupt; when the link comes back the port resumes sending what
-// it queued.
+// it queued. With routing reconvergence on (Topology.SetReconvergence)
+// the ECMP tables follow the change a delay later.
 func (l *Link) SetUp(up bool) {
 	was := l.up
 	l.up = up
-	if up == was || l.src == nil {
+	if up == was {
+		return
+	}
+	if l.rt != nil {
+		l.rt.changed(l)
+	}
+	if l.src == nil {
 		return
 	}
 	if up {

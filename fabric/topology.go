@@ -61,6 +61,7 @@ type Topology struct {
 	subnetSize int              // hosts per T0 / edge
 	byName     map[string]*Port // built on the first Port call
 	swByName   map[string]*Switch
+	routing    *routing // SetReconvergence; nil: ECMP tables stay as built
 }
 
 // HostSubnet returns host h's subnet (its T0 / edge index) and index in it.
