@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/roce"
@@ -257,4 +258,24 @@ func TestReconvergencePartitionedSame(t *testing.T) {
 		t.Errorf("completion at %v classic, %v partitioned", time.Duration(end["0"]), time.Duration(end["4"]))
 	}
 	t.Logf("completion %v", time.Duration(end["0"]))
+}
+
+// config.PaperTimingSets reproduce the two T1 numbers they were fitted to
+// on the p2p experiment's cluster (8 × 100G planes, MRC): a regression
+// check of the fit's hop accounting (2 host links + 1 switch within a T0;
+// + 2 fabric links + 2 switches across T1), not a validation.
+func TestPaperTimingFit(t *testing.T) {
+	sets := append([]string{"fabric.preset=C", "fabric.hosts=16", "fabric.planes=8", "transport.kind=mrc"}, config.PaperTimingSets()...)
+	for _, c := range []struct {
+		dst  int
+		want time.Duration
+	}{{1, 5090 * time.Nanosecond}, {15, 6540 * time.Nanosecond}} {
+		l, _, _ := timingRun(t, sets, c.dst, 2, 2)
+		if d := time.Duration(l) - c.want; d < -5 || d > 5 {
+			t.Errorf("h0→h%d: 2 B one-way %v, the fit gives %v", c.dst, time.Duration(l), c.want)
+		}
+	}
+	if _, err := config.Load("", append(config.PaperTimingSets(), "fabric.ecmpReconvergence="+config.PaperECMPReconvergence)); err != nil {
+		t.Fatal(err)
+	}
 }
