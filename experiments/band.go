@@ -247,7 +247,7 @@ func (c Check) spread() string {
 				yes++
 			}
 		}
-		return fmt.Sprintf("%d of %d seeds", yes, len(c.Values))
+		return fmt.Sprintf("yes on %d of %d", yes, len(c.Values))
 	}
 	return c.Band.Format(lo) + " – " + c.Band.Format(hi)
 }

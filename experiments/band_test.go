@@ -76,7 +76,7 @@ func TestMergeChecks(t *testing.T) {
 	if c := got[0]; !c.Pass || c.Median != 30 || len(c.Values) != 3 || c.Values[0] != 10 || c.Measured != "detail" {
 		t.Errorf("band check merged to %+v; want pass at median 30 although seed 1 (10%%) is outside", c)
 	}
-	if c := got[1]; !c.Pass || c.Median != 1 || c.Band == nil || c.spread() != "2 of 3 seeds" {
+	if c := got[1]; !c.Pass || c.Median != 1 || c.Band == nil || c.spread() != "yes on 2 of 3" {
 		t.Errorf("yes/no check merged to %+v (spread %q), want the majority (2 of 3) to pass", c, c.spread())
 	}
 	if c := got[2]; c.Testable() || c.Pass || !strings.HasPrefix(c.Verdict(), "not testable here: no BGP") {

@@ -378,3 +378,12 @@ func mrcSets(qps int, extra ...string) []string {
 func roceSets(qps int, extra ...string) []string {
 	return append([]string{"transport.kind=roce", "fabric.forwarding=ecmp", "transport.qpsPerConnection=" + strconv.Itoa(qps)}, extra...)
 }
+
+// paperCluster is an experiment's cluster settings: sets after the
+// paper's timing (per-switch forwarding latency, NIC latency, physical
+// link delays, calibrated from TARGETS T1 and used unchanged by every
+// experiment). Every experiment's ClusterSets go through it.
+// TODO(#17): the timing lands with config.PaperTimingSets.
+func paperCluster(sets ...string) []string {
+	return sets
+}

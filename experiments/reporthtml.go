@@ -189,7 +189,7 @@ func checkRow(c Check) []string {
 		why = c.Band.Why
 	}
 	if len(c.Values) > 0 {
-		seeds = fmt.Sprintf("%s (%d seeds: %s)", c.spread(), len(c.Values), c.perSeed())
+		seeds = fmt.Sprintf("%s (%s)", c.spread(), c.perSeed())
 	}
 	return []string{c.Target, c.Claim, c.Expected, c.Band.String(), why, c.Band.Format(c.Median), seeds, c.Measured, c.Verdict()}
 }
