@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/sim"
@@ -51,9 +53,10 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
 	wall := wallclock.New()
-	r, err := e.Run(ctx, env)
+	r, err := RunSeeds(ctx, e, env)
 	m.Experiment, m.TargetRows, m.Size, m.Params = e.Name(), e.TargetRows(), env.Size, env.Params
 	m.Seed = env.Config.Seed
+	m.Seeds = env.seeds()
 	m.Parallel = env.Parallel
 	m.Config = env.Config
 	finish := func(status string) error {
@@ -112,16 +115,116 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 	return r, failed
 }
 
-func verdicts(r *Results) string {
-	p, d := 0, 0
-	for _, c := range r.Checks {
-		if c.Pass {
-			p++
-		} else {
-			d++
+func verdicts(r *Results) string { return verdictCounts(r.Checks).String() }
+
+// verdictCount counts a check table's verdicts.
+type verdictCount struct{ pass, differ, untestable int }
+
+func verdictCounts(cs []Check) verdictCount {
+	var v verdictCount
+	for _, c := range cs {
+		v.add(c)
+	}
+	return v
+}
+
+func (v *verdictCount) add(c Check) {
+	switch {
+	case !c.Testable():
+		v.untestable++
+	case c.Pass:
+		v.pass++
+	default:
+		v.differ++
+	}
+}
+
+func (v verdictCount) String() string {
+	s := fmt.Sprintf("%d pass, %d differ", v.pass, v.differ)
+	if v.untestable > 0 {
+		s += fmt.Sprintf(", %d not testable", v.untestable)
+	}
+	return s
+}
+
+// SeedColumn is the column RunSeeds adds to every experiment's
+// results.csv: the seed of the run the row came from.
+const SeedColumn = "seed"
+
+// DefaultSeeds is how many seeds an experiment's checks run on unless
+// --seeds says otherwise: the fewest whose median is not one run's luck.
+const DefaultSeeds = 3
+
+// MaxSeeds bounds --seeds.
+const MaxSeeds = 16
+
+// seeds is how many seeds a run of env uses (Seeds, at least 1).
+func (e *Env) seeds() int { return max(e.Seeds, 1) }
+
+// RunSeeds runs e once per seed of env: the config's seed s, then s+1, …
+// (env.Seeds runs, at least one), each with the ECMP hash seed moved by
+// the same step, so that hashing luck varies with the seed like loss and
+// EVs do. It returns the first seed's table, plots, notes and files, every
+// seed's rows (with a seed column) and points, and the checks merged over
+// the seeds (mergeChecks: the median of the seeds' values judged against
+// each claim's band). An error or an interrupt ends the runs: what the
+// completed seeds produced is returned with it.
+func RunSeeds(ctx context.Context, e Experiment, env *Env) (*Results, error) {
+	n := env.seeds()
+	var out *Results
+	var runs [][]Check
+	var seeds []uint64
+	for k := 0; k < n; k++ {
+		ek := *env
+		ek.Config.Seed = env.Config.Seed + uint64(k)
+		ek.Config.Fabric.ECMPSeed = env.Config.Fabric.ECMPSeed + uint64(k)
+		if n > 1 && env.Observer != nil {
+			ek.Observer = seedObserver{env.Observer, k, n, ek.Config.Seed}
+		}
+		r, err := e.Run(ctx, &ek)
+		if r != nil {
+			if !slices.Contains(r.Columns, SeedColumn) {
+				r.Columns = append(slices.Clip(r.Columns), SeedColumn)
+				for i := range r.Rows {
+					r.Rows[i] = append(slices.Clip(r.Rows[i]), strconv.FormatUint(ek.Config.Seed, 10))
+				}
+			}
+			if n > 1 {
+				for i, f := range r.Failed {
+					r.Failed[i] = fmt.Sprintf("seed %d: %s", ek.Config.Seed, f)
+				}
+			}
+			if out == nil {
+				out = r
+			} else {
+				out.Rows = append(out.Rows, r.Rows...)
+				out.Events += r.Events
+				out.Failed = append(out.Failed, r.Failed...)
+				out.Points += r.Points
+			}
+			runs, seeds = append(runs, r.Checks), append(seeds, ek.Config.Seed)
+		}
+		if err != nil || interrupted(ctx) {
+			if out != nil {
+				out.Checks = mergeChecks(runs, seeds)
+			}
+			return out, err
 		}
 	}
-	return fmt.Sprintf("%d pass, %d differ", p, d)
+	out.Checks = mergeChecks(runs, seeds)
+	return out, nil
+}
+
+// seedObserver numbers the points of seed k of n after those of the
+// seeds before it, and names the seed in each label.
+type seedObserver struct {
+	Observer
+	k, n int
+	seed uint64
+}
+
+func (o seedObserver) Point(i, n int, label string) {
+	o.Observer.Point(o.k*n+i, o.n*n, fmt.Sprintf("seed %d: %s", o.seed, label))
 }
 
 // ReadManifest reads a manifest.json for a replay. Decoding is strict: an

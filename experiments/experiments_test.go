@@ -63,6 +63,7 @@ func TestQuickRunsPass(t *testing.T) {
 			e, _ := Lookup(name)
 			dir := t.TempDir()
 			env := quickEnv(t, e)
+			env.Seeds = DefaultSeeds
 			rec := &recorder{}
 			env.Observer = rec
 			r, err := Execute(context.Background(), e, env, dir, "test", nil, Manifest{})
@@ -76,6 +77,20 @@ func TestQuickRunsPass(t *testing.T) {
 			}
 			for _, c := range r.Checks {
 				known, listed := knownDiffers[name+": "+c.Claim]
+				if !c.Testable() {
+					if listed {
+						t.Errorf("%s %q is not testable here (%s): remove it from knownDiffers", c.Target, c.Claim, c.NotTestable)
+					}
+					continue
+				}
+				// Every claim states its band and why (issue #17): a bare
+				// yes/no check must say why a yes/no is the claim.
+				if c.Band == nil || c.Band.Why == "" || c.Band.Why == legacyWhy {
+					t.Errorf("%s %q has no band with a reason", c.Target, c.Claim)
+				}
+				if len(c.Values) != DefaultSeeds {
+					t.Errorf("%s %q was judged on %d seeds, want %d", c.Target, c.Claim, len(c.Values), DefaultSeeds)
+				}
 				switch {
 				case !c.Pass && listed:
 					t.Logf("differs (known finding, docs/experiments.md: %s): %s %q: expected %s, measured %s", known, c.Target, c.Claim, c.Expected, c.Measured)

@@ -55,16 +55,11 @@ func ReadIndexEntry(dir, sub string) (IndexEntry, error) {
 	return e, nil
 }
 
-// Verdicts counts e's checks that pass and that differ.
+// Verdicts counts e's checks that pass and that differ (a claim the
+// setup cannot test is neither).
 func (e IndexEntry) Verdicts() (pass, differ int) {
-	for _, c := range e.Checks {
-		if c.Pass {
-			pass++
-		} else {
-			differ++
-		}
-	}
-	return pass, differ
+	v := verdictCounts(e.Checks)
+	return v.pass, v.differ
 }
 
 // State is one word for how the run ended: "pass" (every check holds),
@@ -92,8 +87,7 @@ func (e IndexEntry) State() string {
 var indexHead = []string{"experiment", "TARGETS", "checks", "wall", "events", "status"}
 
 func (e IndexEntry) row() []string {
-	p, d := e.Verdicts()
-	return []string{e.Manifest.Experiment, strings.Join(e.Manifest.TargetRows, ","), fmt.Sprintf("%d pass, %d differ", p, d),
+	return []string{e.Manifest.Experiment, strings.Join(e.Manifest.TargetRows, ","), verdictCounts(e.Checks).String(),
 		formatWall(e.Manifest.WallSeconds), strconv.FormatUint(e.Manifest.Events, 10), e.State()}
 }
 
@@ -123,12 +117,13 @@ func SummaryTable(es []IndexEntry) string {
 }
 
 func allVerdicts(es []IndexEntry) string {
-	p, d := 0, 0
+	var v verdictCount
 	for _, e := range es {
-		ep, ed := e.Verdicts()
-		p, d = p+ep, d+ed
+		for _, c := range e.Checks {
+			v.add(c)
+		}
 	}
-	return fmt.Sprintf("%d pass, %d differ", p, d)
+	return v.String()
 }
 
 // WriteIndex writes dir/index.html and dir/index.md for an `experiment
@@ -141,8 +136,8 @@ func WriteIndex(dir string, es []IndexEntry) ([]string, error) {
 	var verdicts []string
 	for _, e := range es {
 		for _, c := range e.Checks {
-			checks = append(checks, []string{e.Manifest.Experiment, c.Target, c.Claim, c.Expected, c.Measured, c.Verdict()})
-			verdicts = append(verdicts, c.Verdict())
+			checks = append(checks, append([]string{e.Manifest.Experiment}, checkRow(c)...))
+			verdicts = append(verdicts, c.verdictClass())
 		}
 	}
 	checkCols := append([]string{"experiment"}, checkHead...)
@@ -185,7 +180,7 @@ func WriteIndex(dir string, es []IndexEntry) ([]string, error) {
 	})
 	h.WriteString("<h2>Checks</h2>\n<p>Every experiment's check of its TARGETS rows (click a header to sort).</p>\n")
 	writeTable(&h, "checks", checkCols, checks, nil, func(r, c int) string {
-		if c == 5 {
+		if c == 1+verdictCol {
 			return verdicts[r]
 		}
 		return ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -17,24 +18,27 @@ import (
 // took. It is the one output file that is not a function of config and
 // seed alone (wall time, versions, paths).
 type Manifest struct {
-	Tool          string            `json:"tool"`
-	Command       string            `json:"command,omitempty"`  // run or experiment
-	ReplayOf      string            `json:"replayOf,omitempty"` // the manifest this run replayed
-	Version       string            `json:"version"`
-	GoVersion     string            `json:"goVersion"`
-	GvisorVersion string            `json:"gvisorVersion"`
-	Seed          uint64            `json:"seed"`
-	ConfigFile    string            `json:"configFile,omitempty"`
-	Sets          []string          `json:"sets,omitempty"`
-	Status        string            `json:"status"`
-	Experiment    string            `json:"experiment,omitempty"`
-	TargetRows    []string          `json:"targetRows,omitempty"`
-	Size          Size              `json:"size,omitempty"`
-	Params        map[string]string `json:"params,omitempty"`
-	WallSeconds   float64           `json:"wallSeconds,omitempty"`
-	Events        uint64            `json:"events,omitempty"`
-	ChecksPassed  *bool             `json:"checksPassed,omitempty"`
-	Files         []string          `json:"files,omitempty"`
+	Tool          string `json:"tool"`
+	Command       string `json:"command,omitempty"`  // run or experiment
+	ReplayOf      string `json:"replayOf,omitempty"` // the manifest this run replayed
+	Version       string `json:"version"`
+	GoVersion     string `json:"goVersion"`
+	GvisorVersion string `json:"gvisorVersion"`
+	Seed          uint64 `json:"seed"`
+	// Seeds is how many seeds the checks ran on: Seed, Seed+1, … (0 in
+	// manifests from before seeds were counted: one).
+	Seeds        int               `json:"seeds,omitempty"`
+	ConfigFile   string            `json:"configFile,omitempty"`
+	Sets         []string          `json:"sets,omitempty"`
+	Status       string            `json:"status"`
+	Experiment   string            `json:"experiment,omitempty"`
+	TargetRows   []string          `json:"targetRows,omitempty"`
+	Size         Size              `json:"size,omitempty"`
+	Params       map[string]string `json:"params,omitempty"`
+	WallSeconds  float64           `json:"wallSeconds,omitempty"`
+	Events       uint64            `json:"events,omitempty"`
+	ChecksPassed *bool             `json:"checksPassed,omitempty"`
+	Files        []string          `json:"files,omitempty"`
 	// Parallel is the run's --parallel: 0 the classic single loop, N ≥ 1
 	// a partitioned cluster on N goroutines (the same results for every
 	// N, 0 included).
@@ -55,13 +59,18 @@ func WriteManifest(dir string, m Manifest) error {
 func CheckTable(cs []Check) string {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "row\tclaim\texpected (published)\tmeasured\tshape")
+	fmt.Fprintln(tw, strings.Join(checkHead, "\t"))
 	for _, c := range cs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Target, c.Claim, c.Expected, c.Measured, c.Verdict())
+		fmt.Fprintln(tw, strings.Join(checkRow(c), "\t"))
 	}
 	tw.Flush()
 	return b.String()
 }
+
+// checkIntro heads every check table.
+const checkIntro = "Each published claim, the band a measurement must fall in to reproduce it (and why that wide), " +
+	"and the median over the seeds: pass when the median is inside the band. Numbers are not tuned toward the target; " +
+	"a claim this setup cannot test says why."
 
 // WriteReport writes results.csv, results.json, the plots (PNG and SVG)
 // with their data (<plot>.csv, plots.json: see PlotDataFiles), report.md
@@ -139,9 +148,10 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 	for _, p := range r.Plots {
 		fmt.Fprintf(&md, "![%s](%s.png)\n\nData: [%s.csv](%s.csv)\n\n", p.Title, p.Name, p.Name, p.Name)
 	}
-	fmt.Fprintf(&md, "## Check\n\nThe shape of each published claim, measured here (numbers are not tuned toward the target):\n\n| row | claim | expected (published) | measured | shape |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&md, "## Check\n\n%s Results table and plots: seed %d; checks: seeds %s.\n\n| %s |\n|%s\n",
+		checkIntro, env.Config.Seed, seedList(env), strings.Join(checkHead, " | "), strings.Repeat("---|", len(checkHead)))
 	for _, c := range r.Checks {
-		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s |\n", c.Target, c.Claim, c.Expected, c.Measured, c.Verdict())
+		fmt.Fprintf(&md, "| %s |\n", strings.Join(checkRow(c), " | "))
 	}
 	fmt.Fprintf(&md, "\nFiles: results.csv, results.json, report.html, manifest.json")
 	for _, p := range r.Plots {
@@ -170,4 +180,13 @@ func paramString(e Experiment, p map[string]string) string {
 		s = append(s, q.Key+"="+p[q.Key])
 	}
 	return strings.Join(s, ", ")
+}
+
+// seedList names the seeds a run of env judges its checks on: "1" or "1–3".
+func seedList(env *Env) string {
+	n := uint64(env.seeds())
+	if n == 1 {
+		return strconv.FormatUint(env.Config.Seed, 10)
+	}
+	return fmt.Sprintf("%d–%d", env.Config.Seed, env.Config.Seed+n-1)
 }

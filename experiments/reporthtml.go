@@ -37,6 +37,7 @@ table.sortable th:hover{background:#eaeef2}
 table.sortable th[data-sort=asc]::after{content:" \25B2"}
 table.sortable th[data-sort=desc]::after{content:" \25BC"}
 .pass{color:#1a7f37;font-weight:600}
+.untestable{color:#9a6700;font-weight:600}
 .differs,.failed,.interrupted{color:#cf222e;font-weight:600}
 figure{margin:1.2em 0}
 figure svg{width:100%;max-width:58em;height:auto;border:1px solid #eaeef2}
@@ -171,13 +172,32 @@ func writeTable(b *bytes.Buffer, id string, head []string, rows [][]string, cell
 	b.WriteString("</tbody>\n</table></div>\n")
 }
 
-// checkRows are the check table's rows (checkHead's columns).
-var checkHead = []string{"row", "claim", "expected (published)", "measured", "shape"}
+// checkHead are the check table's columns (checkRow's cells); the
+// verdict is the last.
+var checkHead = []string{"row", "claim", "published", "band", "why this band", "median", "spread over seeds", "detail (first seed)", "verdict"}
+
+// verdictCol is the verdict's column in checkHead.
+var verdictCol = len(checkHead) - 1
+
+// checkRow is c's cells under checkHead.
+func checkRow(c Check) []string {
+	if !c.Testable() {
+		return []string{c.Target, c.Claim, c.Expected, "", "", "", "", c.Measured, c.Verdict()}
+	}
+	why, seeds := "", ""
+	if c.Band != nil {
+		why = c.Band.Why
+	}
+	if len(c.Values) > 0 {
+		seeds = fmt.Sprintf("%s (%s)", c.spread(), c.perSeed())
+	}
+	return []string{c.Target, c.Claim, c.Expected, c.Band.String(), why, c.Band.Format(c.Median), seeds, c.Measured, c.Verdict()}
+}
 
 func checkRows(cs []Check) [][]string {
 	rows := make([][]string, 0, len(cs))
 	for _, c := range cs {
-		rows = append(rows, []string{c.Target, c.Claim, c.Expected, c.Measured, c.Verdict()})
+		rows = append(rows, checkRow(c))
 	}
 	return rows
 }
@@ -219,10 +239,10 @@ func reportHTML(e Experiment, env *Env, r *Results, head string, svgs map[string
 		fmt.Fprintf(&h, "\n<figcaption>%s — data: <code>%s.csv</code>, picture: <code>%s.png</code>, <code>%s.svg</code></figcaption>\n</figure>\n",
 			esc(p.Title), esc(p.Name), esc(p.Name), esc(p.Name))
 	}
-	h.WriteString("<h2>Check</h2>\n<p>The shape of each published claim, measured here (numbers are not tuned toward the target):</p>\n")
+	h.WriteString("<h2>Check</h2>\n<p>" + esc(checkIntro) + "</p>\n")
 	writeTable(&h, "checks", checkHead, checkRows(r.Checks), nil, func(row, c int) string {
-		if c == 4 {
-			return r.Checks[row].Verdict()
+		if c == verdictCol {
+			return r.Checks[row].verdictClass()
 		}
 		return ""
 	})

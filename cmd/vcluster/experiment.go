@@ -21,7 +21,7 @@ func newExperimentCmd() *cobra.Command {
 	var out, manifestPath string
 	var quick, full bool
 	var rf *runFlags
-	var parallel *int
+	var parallel, seeds *int
 	cmd := &cobra.Command{
 		Use:   "experiment list | all | <name>",
 		Short: "Run a named experiment (or all of them) and write its report: results, plots, check against TARGETS",
@@ -132,7 +132,7 @@ windows.`,
 				if err != nil {
 					return usageError(err)
 				}
-				j := &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment"), parallel: *parallel}
+				j := &job{e: e, cfg: cfg, size: size, params: p, head: "cluster " + clusterHead(cfg), m: baseManifest(cmd, cfg, "experiment"), parallel: *parallel, seeds: *seeds}
 				if err := j.check(); err != nil {
 					return err
 				}
@@ -190,10 +190,11 @@ windows.`,
 	cmd.Flags().StringVar(&out, "out", "", "output `dir` (default: output.dir/<name>)")
 	cmd.Flags().BoolVar(&quick, "quick", false, "quick size (tests, a first look)")
 	cmd.Flags().BoolVar(&full, "full", false, "full size")
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --quick or --full)")
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "replay the run recorded in this manifest.json into --out (no --config, --set, --seed, --seeds, --quick or --full)")
 	rf = addRunFlags(cmd)
 	limitLinger(cmd.Flags())
 	parallel = addParallelFlag(cmd)
+	seeds = addSeedsFlag(cmd)
 	return cmd
 }
 

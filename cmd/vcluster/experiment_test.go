@@ -216,8 +216,12 @@ func checkAllIndex(t *testing.T, dir, out string) {
 		total += e.Manifest.Events
 		checks += len(e.Checks)
 		p, d := e.Verdicts()
-		re := regexp.MustCompile(fmt.Sprintf(`(?m)^%s +%s +%d pass, %d differ +[0-9.]+ s +%d +%s$`,
-			regexp.QuoteMeta(n), regexp.QuoteMeta(strings.Join(e.Manifest.TargetRows, ",")), p, d, e.Manifest.Events, regexp.QuoteMeta(e.State())))
+		untestable := ""
+		if u := len(e.Checks) - p - d; u > 0 {
+			untestable = fmt.Sprintf(", %d not testable", u)
+		}
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^%s +%s +%d pass, %d differ%s +[0-9.]+ s +%d +%s$`,
+			regexp.QuoteMeta(n), regexp.QuoteMeta(strings.Join(e.Manifest.TargetRows, ",")), p, d, untestable, e.Manifest.Events, regexp.QuoteMeta(e.State())))
 		if !re.MatchString(summary) || e.Manifest.Events == 0 {
 			t.Errorf("summary has no line %s (its manifest's checks, events and status):\n%s", re, summary)
 		}
@@ -256,4 +260,62 @@ func checkAllIndex(t *testing.T, dir, out string) {
 	if a.Manifest.Events == 0 || a.Manifest.Events != b.Manifest.Events {
 		t.Errorf("%s: %d events alone, %d within experiment all", last, a.Manifest.Events, b.Manifest.Events)
 	}
+}
+
+// --seeds N judges every check on N seeds: results.json's checks carry one
+// value per seed (seed, seed+1, …), results.csv every seed's rows, the
+// manifest the count; --seeds out of range is refused before anything runs.
+func TestSeedsFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p2p")
+	code, _, errOut := runCLI(t, "experiment", "p2p", "--quick", "--seeds", "3", "--seed", "5", "--set", "exp.writes=32K", "--set", "exp.stream=1M", "--out", dir, "--progress", "none")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Checks []experiments.Check `json:"checks"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil || json.Unmarshal(b, &res) != nil || len(res.Checks) == 0 {
+		t.Fatalf("results.json: %v %s", err, b)
+	}
+	for _, c := range res.Checks {
+		if !c.Testable() {
+			continue
+		}
+		if want := []uint64{5, 6, 7}; !slices.Equal(c.Seeds, want) || len(c.Values) != 3 {
+			t.Errorf("%s: seeds %v values %v, want seeds %v", c.Claim, c.Seeds, c.Values, want)
+		}
+	}
+	rows, err := csv.NewReader(bytes.NewReader(must(os.ReadFile(filepath.Join(dir, "results.csv"))))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedCol := slices.Index(rows[0], experiments.SeedColumn)
+	seen := map[string]int{}
+	for _, r := range rows[1:] {
+		seen[r[seedCol]]++
+	}
+	if len(seen) != 3 || seen["5"] == 0 || seen["5"] != seen["7"] {
+		t.Errorf("results.csv rows per seed %v, want seeds 5, 6, 7 alike", seen)
+	}
+	var m experiments.Manifest
+	if b, err := os.ReadFile(filepath.Join(dir, "manifest.json")); err != nil || json.Unmarshal(b, &m) != nil || m.Seeds != 3 || m.Seed != 5 {
+		t.Errorf("manifest seed %d seeds %d (%v)", m.Seed, m.Seeds, err)
+	}
+	for _, bad := range []string{"0", "17"} {
+		out := filepath.Join(t.TempDir(), "never")
+		if code, _, errOut := runCLI(t, "experiment", "p2p", "--seeds", bad, "--out", out); code != 2 || !strings.Contains(errOut, "--seeds") {
+			t.Errorf("--seeds %s: exit %d, %s", bad, code, errOut)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("--seeds %s wrote %s", bad, out)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

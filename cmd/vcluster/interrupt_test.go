@@ -22,6 +22,7 @@ import (
 const childEnv = "VCLUSTER_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
+	seedsDefault = 1 // see seedsDefault
 	if os.Getenv(childEnv) == "1" {
 		main() // os.Args are the vcluster arguments
 		return

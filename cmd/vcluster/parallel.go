@@ -22,6 +22,20 @@ func addParallelFlag(cmd *cobra.Command) *int {
 	return n
 }
 
+// seedsDefault is --seeds' default. The command tests set it to 1: they
+// test the commands' mechanics, and judging verdicts over seeds is
+// experiments.TestQuickRunsPass's job (TestSeedsFlag runs --seeds 3).
+var seedsDefault = experiments.DefaultSeeds
+
+// addSeedsFlag registers --seeds on cmd (experiment, run) and returns
+// where its value goes.
+func addSeedsFlag(cmd *cobra.Command) *int {
+	n := new(int)
+	cmd.Flags().IntVar(n, "seeds", seedsDefault, "judge every check on N seeds (the config's seed, then seed+1, …; the ECMP hash seed moves with it): a check passes when the median of its seeds' values lies in its band; the table and plots show the first seed, results.csv every seed's rows")
+	limit(cmd.Flags(), "seeds", intIn(1, experiments.MaxSeeds, "the number of seeds"))
+	return n
+}
+
 // rejectParallel refuses --parallel N ≥ 1 for a command that cannot run
 // partitioned; why says what and why (see unpartitioned).
 func rejectParallel(n int, why string) error {

@@ -19,7 +19,7 @@ import (
 // manifest.json comes out as in the recorded run when the tool and Go
 // versions are the same; a different version is warned about.
 func replay(cmd *cobra.Command, path, out, name string, rf *runFlags) error {
-	for _, f := range []string{"config", "set", "seed", "quick", "full"} {
+	for _, f := range []string{"config", "set", "seed", "seeds", "quick", "full"} {
 		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
 			return usageError(fmt.Errorf("--manifest runs what the manifest recorded: it cannot be combined with --%s", f))
 		}
@@ -106,8 +106,11 @@ func replayPlan(m manifest, path, out, name string, parallel int) (*job, []strin
 	if err := checkParallelConfig(parallel, cfg); err != nil {
 		return nil, nil, err
 	}
+	if m.Seeds < 0 || m.Seeds > experiments.MaxSeeds {
+		return nil, nil, usageError(fmt.Errorf("invalid manifest %s:\nseeds: %d is out of range; must be an integer in [0, %d] (0: one seed)", path, m.Seeds, experiments.MaxSeeds))
+	}
 	j := &job{e: e, cfg: cfg, size: m.Size, params: m.Params, preflight: preflight,
-		head: "cluster " + clusterHead(cfg), m: base, parallel: parallel}
+		head: "cluster " + clusterHead(cfg), m: base, parallel: parallel, seeds: max(m.Seeds, 1)}
 	if err := j.check(); err != nil {
 		return nil, nil, fmt.Errorf("manifest %s: %w", path, err)
 	}

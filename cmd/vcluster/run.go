@@ -30,7 +30,7 @@ func newRunCmd() *cobra.Command {
 	var out, manifestPath string
 	var quick, full bool
 	var rf *runFlags
-	var parallel *int
+	var parallel, seeds *int
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the default job: a fabric check (pings), then the default experiment (ring all-reduce, MRC vs RoCE under loss)",
@@ -110,7 +110,7 @@ its own classic cluster.`,
 			if err := checkParallelConfig(*parallel, cfg); err != nil {
 				return err
 			}
-			j := &job{e: e, cfg: cfg, size: size, params: p, preflight: true, m: baseManifest(cmd, cfg, "run"), parallel: *parallel}
+			j := &job{e: e, cfg: cfg, size: size, params: p, preflight: true, m: baseManifest(cmd, cfg, "run"), parallel: *parallel, seeds: *seeds}
 			if err := j.check(); err != nil {
 				return err
 			}
@@ -124,6 +124,7 @@ its own classic cluster.`,
 	rf = addRunFlags(cmd)
 	limitLinger(cmd.Flags())
 	parallel = addParallelFlag(cmd)
+	seeds = addSeedsFlag(cmd)
 	return cmd
 }
 
@@ -138,6 +139,7 @@ type job struct {
 	head      string            // cluster line of the report (without preflight)
 	m         manifest
 	parallel  int // --parallel: worker goroutines of partitioned clusters (0: classic loop)
+	seeds     int // --seeds: how many seeds the checks are judged on
 }
 
 // run writes the manifest (status "started") and config.yaml, runs the
@@ -236,7 +238,7 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) (err error) {
 
 // env is the experiment environment of j (obs may be nil: nothing runs).
 func (j *job) env(obs *observer) *experiments.Env {
-	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Parallel: j.parallel}
+	env := &experiments.Env{Config: j.cfg, Size: j.size, Params: j.params, Parallel: j.parallel, Seeds: j.seeds}
 	env.Beside = []string{resolvedConfigFile, countersFile}
 	if j.preflight {
 		env.Beside = append(env.Beside, "pings.csv", "topology.dot")

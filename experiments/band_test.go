@@ -1,0 +1,118 @@
+package experiments
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestBandContainsAndString(t *testing.T) {
+	for _, c := range []struct {
+		b    *Band
+		v    float64
+		in   bool
+		text string
+	}{
+		{Between(20, 50, "%", ""), 33, true, "20–50%"},
+		{Between(20, 50, "%", ""), 19.9, false, "20–50%"},
+		{Between(20, 50, "%", ""), 50, true, "20–50%"},
+		{AtMost(10, "%", ""), 10.5, false, "≤ 10%"},
+		{AtMost(10, "%", ""), -3, true, "≤ 10%"},
+		{AtLeast(1, "×", ""), 1.02, true, "≥ 1.00×"},
+		{Around(5.09, 0.2, "µs", ""), 6.2, false, "4.07–6.11 µs"},
+		{Holds(""), 1, true, "holds"},
+		{Holds(""), 0, false, "holds"},
+		{Between(0, 1, "", ""), math.NaN(), false, "0–1.00"},
+	} {
+		if got := c.b.Contains(c.v); got != c.in {
+			t.Errorf("%s contains %v = %v, want %v", c.b, c.v, got, c.in)
+		}
+		if got := c.b.String(); got != c.text {
+			t.Errorf("band string %q, want %q", got, c.text)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 2, 3}, 2.5},
+		{[]float64{5}, 5},
+		// An unmeasured seed sorts last: 2 of 3 measured, the larger wins
+		// (no pass earned on a seed that measured nothing below it).
+		{[]float64{1, nan, 9}, 9},
+	} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+	if !math.IsNaN(median(nil)) || !math.IsNaN(median([]float64{nan})) {
+		t.Error("median of nothing measured must be NaN")
+	}
+}
+
+// The median decides, not the first seed, and the band is where it must
+// lie; a yes/no claim is the majority; a claim one seed cannot test is
+// not testable; a seed that did not state a claim counts as unmeasured.
+func TestMergeChecks(t *testing.T) {
+	band := Between(20, 50, "%", "why")
+	run := func(v float64, ok bool, nt string) []Check {
+		cs := []Check{bandCheck("T3", "keeps a third", "≈ 1/3", band, v, "detail"),
+			{Target: "T9", Claim: "no QP fails", Pass: ok}}
+		if nt != "" {
+			cs = append(cs, notTestable("T7", "reconverges", "x", nt))
+		}
+		return cs
+	}
+	got := mergeChecks([][]Check{run(10, true, "no BGP"), run(30, false, "no BGP"), run(40, true, "no BGP")}, []uint64{1, 2, 3})
+	if len(got) != 3 {
+		t.Fatalf("%d checks, want 3", len(got))
+	}
+	if c := got[0]; !c.Pass || c.Median != 30 || len(c.Values) != 3 || c.Values[0] != 10 || c.Measured != "detail" {
+		t.Errorf("band check merged to %+v; want pass at median 30 although seed 1 (10%%) is outside", c)
+	}
+	if c := got[1]; !c.Pass || c.Median != 1 || c.Band == nil || c.spread() != "yes on 2 of 3" {
+		t.Errorf("yes/no check merged to %+v (spread %q), want the majority (2 of 3) to pass", c, c.spread())
+	}
+	if c := got[2]; c.Testable() || c.Pass || !strings.HasPrefix(c.Verdict(), "not testable here: no BGP") {
+		t.Errorf("untestable check merged to %+v", c)
+	}
+	// Seed 3 does not state the claim: it counts as unmeasured (NaN, which
+	// sorts last), so the median of {10, 30, NaN} is 30.
+	got = mergeChecks([][]Check{run(10, true, ""), run(30, true, ""), {}}, []uint64{1, 2, 3})
+	if c := got[0]; c.Median != 30 || !math.IsNaN(c.Values[2]) {
+		t.Errorf("missing seed merged to %+v", c)
+	}
+	got = mergeChecks([][]Check{run(10, true, ""), run(15, true, ""), run(60, true, "")}, []uint64{1, 2, 3})
+	if c := got[0]; c.Pass || c.Verdict() != "differs" {
+		t.Errorf("median 15 outside 20–50 merged to %+v", c)
+	}
+	r := &Results{Checks: []Check{notTestable("T7", "c", "e", "why")}}
+	if ok, _ := r.Passed(); ok {
+		t.Error("a table of untestable claims only must not count as passed")
+	}
+}
+
+// NaN (an unmeasured value) goes through results.json as null and back.
+func TestCheckJSONRoundTrip(t *testing.T) {
+	cs := mergeChecks([][]Check{{bandCheck("T1", "c", "e", AtMost(10, "%", "w"), math.NaN(), "d")}}, []uint64{7})
+	b, err := json.Marshal(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"median":null`) || !strings.Contains(string(b), `"values":[null]`) {
+		t.Errorf("JSON %s: want null median and values", b)
+	}
+	var back []Check
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 1 || !math.IsNaN(back[0].Median) || back[0].Band == nil || *back[0].Band.Max != 10 || back[0].Seeds[0] != 7 {
+		t.Errorf("round trip: %+v", back)
+	}
+}
