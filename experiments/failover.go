@@ -279,7 +279,7 @@ func failoverChecks(mc, rc *foCell, p foParams) []Check {
 	// RoCE: the flow stalls until routing reconverges or its retries run
 	// out, whichever comes first; the budget is the go-back-N timeouts
 	// from the last acknowledgement before the cut to the QP's error.
-	claim := fmt.Sprintf("RoCE (ECMP, reconvergence %v): stalls until routing reconverges or its retries run out, whichever comes first", p.reconverge)
+	claim := fmt.Sprintf("RoCE (ECMP, reconvergence %s): stalls until routing reconverges or its retries run out, whichever comes first", durText(p.reconverge))
 	const expected = "RoCE stalls until routing reconverges or times out"
 	if rc.timeout <= 0 {
 		return append(cs, notTestable("T7", claim, expected, "the RoCE cell's timeout is unknown"))
@@ -290,16 +290,16 @@ func failoverChecks(mc, rc *foCell, p foParams) []Check {
 	how := "continued after routing reconverged"
 	switch {
 	case r.TransportOutcome == "qp_error":
-		how = fmt.Sprintf("timed out: the QP failed after its %d retries (%v) before routing reconverged (%v)", rc.retries, budget, p.reconverge)
+		how = fmt.Sprintf("timed out: the QP failed after its %d retries (%s) before routing reconverged (%s)", rc.retries, durText(budget), durText(p.reconverge))
 	case r.TransportOutcome == "stalled":
-		how = fmt.Sprintf("still stalled at the deadline (%v)", p.deadline)
+		how = fmt.Sprintf("still stalled at the deadline (%s)", durText(p.deadline))
 	}
-	rDetail := fmt.Sprintf("RoCE: stalled %v, %s; fault %s, %d frames lost; transfer %s, %d QP errors, %d timeouts, %d retransmissions",
-		st, how, rf.Outcome, rf.PacketsLost, r.TransportOutcome, r.QPErrors, r.Timeouts, r.Retransmissions)
+	rDetail := fmt.Sprintf("RoCE: stalled %s, %s; fault %s, %d frames lost; transfer %s, %d QP errors, %d timeouts, %d retransmissions",
+		durText(st.Round(time.Microsecond)), how, rf.Outcome, rf.PacketsLost, r.TransportOutcome, r.QPErrors, r.Timeouts, r.Retransmissions)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	return append(cs, bandCheck("T7", claim, expected,
 		Between(ms(want-2*p.interval), ms(want+rc.timeout+2*p.interval), "ms", fmt.Sprintf(
-			"min(reconvergence %v, retry budget (%d + 1) × %v timeout = %v); the stall can end up to one timeout after reconvergence (the next go-back-N retransmission), "+
-				"and is sampled every %v", p.reconverge, rc.retries, rc.timeout, budget, p.interval)),
+			"min(reconvergence %s, retry budget (%d + 1) × %s timeout = %s); the stall can end up to one timeout after reconvergence (the next go-back-N retransmission), "+
+				"and is sampled every %s", durText(p.reconverge), rc.retries, durText(rc.timeout), durText(budget), durText(p.interval))),
 		ms(st), rDetail))
 }
