@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -273,5 +274,73 @@ func TestTracePathsFatTree(t *testing.T) {
 	t.Logf("k=4 RoCE ECMP, CC none: mean %.1f%% of line rate, fluid %.1f%%", 100*sim, 100*fluid)
 	if sim > fluid || sim < fluid/2 {
 		t.Errorf("simulated mean %.3f of line rate against the fluid model's %.3f", sim, fluid)
+	}
+}
+
+// TestRoCEPermutationDCQCN is issue #17's table: mean per-flow goodput
+// (% of the host line rate) of a random permutation under RoCE on ECMP
+// with PFC, per DCQCN preset and with CC off, beside the max-min fluid
+// model of the same flow → path collisions, on a k=8 fat-tree (128 hosts,
+// 100G) and a 64-host Clos (cluster D's 400G plane grown to 8 × 8 × 8),
+// 2 MB and 16 MiB per flow, seeds 1–3 (docs/transports.md has the
+// numbers). It checks that no run beats the fluid model (which has no
+// headers, queues or pauses). About 2 minutes; it runs only with
+// VCLUSTER_PERM_DCQCN=1:
+//
+//	VCLUSTER_PERM_DCQCN=1 go test ./cluster -run TestRoCEPermutationDCQCN -v -timeout 30m
+func TestRoCEPermutationDCQCN(t *testing.T) {
+	if testing.Short() || os.Getenv("VCLUSTER_PERM_DCQCN") == "" {
+		t.Skip("set VCLUSTER_PERM_DCQCN=1 to run the DCQCN permutation table")
+	}
+	presets := []string{"dcqcn_hpcc", "dcqcn_sigcomm15", "dcqcn_hpcc_paper", "none"}
+	for _, topo := range []struct {
+		name string
+		sets []string
+	}{{"k=8 fat-tree", RoCEFatTreeSets(8)}, {"64-host Clos", RoCEClosSets(8)}} {
+		for _, size := range []uint64{2_000_000, 16 << 20} {
+			cells := map[string][]float64{}
+			for seed := uint64(1); seed <= 3; seed++ {
+				for _, cc := range presets {
+					cfg, err := config.Load("", append(topo.sets, "transport.roce.cc="+cc, "seed="+strconv.FormatUint(seed, 10)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, err := New(cfg, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					perm := Derangement(seed, len(c.Hosts))
+					pp, err := c.TracePaths(perm)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r, err := c.RunPermutation(perm, size)
+					if err != nil {
+						t.Fatalf("%s %s seed %d: %v", topo.name, cc, seed, err)
+					}
+					_, gp := pp.Fluid(size)
+					var fluid float64
+					for _, g := range gp {
+						fluid += g
+					}
+					fluid /= float64(len(r.Flows))
+					sim := r.MeanLineFraction(c)
+					if sim > fluid {
+						t.Errorf("%s, %d B, %s, seed %d: %.1f%% above the fluid model's %.1f%%", topo.name, size, cc, seed, 100*sim, 100*fluid)
+					}
+					cells[cc] = append(cells[cc], sim)
+					if cc == "none" {
+						cells["fluid"] = append(cells["fluid"], fluid)
+					}
+					c.Close()
+				}
+			}
+			for _, k := range append(presets, "fluid") {
+				v := cells[k]
+				m := append([]float64(nil), v...)
+				slices.Sort(m)
+				t.Logf("%s, %d B per flow, %-16s seeds 1-3: %.1f / %.1f / %.1f %% (median %.1f)", topo.name, size, k, 100*v[0], 100*v[1], 100*v[2], 100*m[1])
+			}
+		}
 	}
 }
