@@ -42,6 +42,7 @@ func (alltoall) Params() []Param {
 		{Key: "size", Default: "4M,32M", Quick: "16M", Full: "16M,256M", Doc: "all-to-all sizes (nccl-tests bytes: the whole buffer, each rank sends size/n to each peer; comma-separated, every cell runs at each)"},
 		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
 		{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T4 checks need 1 and 16)"},
+		{Key: "algo", Default: "pairwise", Doc: "all-to-all algorithm of the transport grid: pairwise (n−1 steps, each waits for its peer's block before the next) or direct (every peer at once, as NCCL posts an all-to-all); the scaling table is always pairwise"},
 		{Key: "ring", Default: "on", Doc: "on: also run ring all-reduce at the same sizes and losses for the loss-tolerance comparison; off: all-to-all only"},
 		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided"},
 		roceFabricParam,
@@ -51,9 +52,10 @@ func (alltoall) Params() []Param {
 	}
 }
 func (alltoall) Describe() string {
-	return `Every host of the cluster is one rank of a pairwise all-to-all
-(n−1 steps; at step s rank r writes its block for r+s and waits for r−s;
-busbw = algbw × (n−1)/n). MRC: one QP per pair of ranks, spraying over every
+	return `Every host of the cluster is one rank of an all-to-all, pairwise by
+default (n−1 steps; at step s rank r writes its block for r+s and waits
+for r−s before step s+1; exp.algo=direct writes to every peer at once);
+busbw = algbw × (n−1)/n. MRC: one QP per pair of ranks, spraying over every
 plane on uSID paths, PFC off. RoCE: go-back-N with DCQCN on ECMP, 1, 8 and
 16 QPs per pair (full: 1, 2, 4, 8, 16). With exp.roceFabric=paper (the
 default, the published setup of T4) RoCE runs on ONE plane carrying the
@@ -85,15 +87,25 @@ type a2aCell struct {
 	res  collectives.Result
 	frac float64
 	err  error
+	// timeouts and retx are the run's QPs' timeouts and retransmissions.
+	timeouts, retx uint64
+}
+
+// collOut is one collective's run: the result, the ranks, and what its
+// QPs recorded (timeouts, retransmissions).
+type collOut struct {
+	res            collectives.Result
+	ranks          int
+	timeouts, retx uint64
 }
 
 // runCollectiveCell runs one collective on a fresh cluster with Bernoulli
-// loss on every link; it returns the result, the ranks and the cluster's
-// base RTT.
-func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo string, size uint64, loss float64, events *uint64) (collectives.Result, int, time.Duration, error) {
+// loss on every link.
+func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo string, size uint64, loss float64, events *uint64) (collOut, error) {
+	var o collOut
 	c, err := env.NewCluster(cfg)
 	if err != nil {
-		return collectives.Result{}, 0, 0, err
+		return o, err
 	}
 	env.Watch(c)
 	defer c.Close()
@@ -104,24 +116,32 @@ func runCollectiveCell(env *Env, cfg config.Config, op collectives.Op, algo stri
 	}
 	m, err := collectives.New(c, collectives.Options{})
 	if err != nil {
-		return collectives.Result{}, 0, 0, err
+		return o, err
 	}
 	a, err := collectives.Lookup(op, algo)
 	if err != nil {
-		return collectives.Result{}, 0, 0, err
+		return o, err
 	}
-	r, err := m.Run(a, size, collectives.RunOptions{})
-	if err == nil && r.Check == collectives.CheckFailed {
-		err = fmt.Errorf("%d wrong elements", r.Wrong)
+	o.res, err = m.Run(a, size, collectives.RunOptions{})
+	if err == nil && o.res.Check == collectives.CheckFailed {
+		err = fmt.Errorf("%d wrong elements", o.res.Wrong)
+	}
+	o.ranks = m.Size()
+	for _, h := range c.Hosts {
+		for _, q := range h.RDMA().QPs() {
+			st := q.Stats()
+			o.timeouts += st.Timeouts
+			o.retx += st.Retransmissions
+		}
 	}
 	*events += c.Executed()
-	return r, m.Size(), c.BaseRTT(), err
+	return o, err
 }
 
 // a2aParams are alltoall's parameters, read and checked.
 type a2aParams struct {
 	grid
-	ring       string
+	ring, algo string
 	scaleRanks []int
 	scaleSets  [][]string // the overrides of each scaling point
 	scaleSize  uint64
@@ -135,6 +155,7 @@ func (alltoall) params(env *Env) (a2aParams, error) {
 	p.grid = g
 	r := newParamReader(env)
 	p.ring = r.choice("ring", "on", "off")
+	p.algo = r.choice("algo", "pairwise", "direct")
 	if v := env.Params["scaleRanks"]; v != "off" {
 		p.scaleRanks = r.integers("scaleRanks", 2, maxParamHosts)
 		for _, n := range p.scaleRanks {
@@ -189,7 +210,7 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 		name string
 		op   collectives.Op
 		algo string
-	}{{A2A, collectives.AllToAll, "pairwise"}}
+	}{{A2A, collectives.AllToAll, p.algo}}
 	if p.ring == "on" {
 		colls = append(colls, struct {
 			name string
@@ -197,7 +218,7 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 			algo string
 		}{RING, collectives.AllReduce, "ring"})
 	}
-	res := &Results{Columns: []string{"collective", "transport", "qps", "loss", "ranks", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric", "size", "formula_busbw_GBps"}}
+	res := &Results{Columns: []string{"collective", "transport", "qps", "loss", "ranks", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric", "size", "formula_busbw_GBps", "timeouts", "retransmissions"}}
 	cfgs := make([]config.Config, len(vs))
 	for i, v := range vs {
 		if cfgs[i], err = override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload)); err != nil {
@@ -224,7 +245,9 @@ grid:
 						label = collectives.FormatBytes(size) + ", " + label
 					}
 					env.Point(len(cells), n, label)
-					cell.res, ranks, _, cell.err = runCollectiveCell(env, cfg, co.op, co.algo, size, loss, &res.Events)
+					var o collOut
+					o, cell.err = runCollectiveCell(env, cfg, co.op, co.algo, size, loss, &res.Events)
+					cell.res, ranks, cell.timeouts, cell.retx = o.res, o.ranks, o.timeouts, o.retx
 					if interrupted(ctx) {
 						break grid
 					}
@@ -260,7 +283,7 @@ grid:
 	largest := sizes[len(sizes)-1]
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "collective\ttransport\tfabric\tsize\t%s\n", transportColumns(nic))
+	fmt.Fprintf(tw, "collective\ttransport\tfabric\tsize\t%s\ttimeouts\tretransmissions\n", transportColumns(nic))
 	pl := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("all-to-all (and ring all-reduce) %s over %d ranks: busbw vs loss", collectives.FormatBytes(largest), ranks),
 		XLabel: lossAxis, YLabel: "busbw (GB/s)", XLabels: lossTicks(losses)}
 	kp := Plot{Name: "kept_vs_loss", Title: fmt.Sprintf("%s: busbw kept vs loss-free, all-to-all vs ring all-reduce", collectives.FormatBytes(largest)),
@@ -279,10 +302,10 @@ grid:
 		case c.res.Check == collectives.CheckOK:
 			result = "bytes verified"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.coll, c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.coll, c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result), c.timeouts, c.retx)
 		res.Rows = append(res.Rows, []string{c.coll, c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks),
 			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(bw(c)), f4(c.frac), f4(keep(c)), c.res.Check, errText(c.err),
-			c.v.fabric, collectives.FormatBytes(c.size), ""})
+			c.v.fabric, collectives.FormatBytes(c.size), "", strconv.FormatUint(c.timeouts, 10), strconv.FormatUint(c.retx, 10)})
 		if c.size != largest {
 			continue
 		}
@@ -319,6 +342,12 @@ grid:
 		return nil
 	}
 	res.Checks = x.checks(p, get, keep)
+	if p.ring == "on" && p.algo == "pairwise" {
+		res.Notes += "**Why pairwise all-to-all can keep less than ring under loss.** Pairwise is n−1 steps and each waits for the peer's block " +
+			"before the next: one QP's stall (a hole in its window until the repair arrives) delays its rank's next step and, through the chain " +
+			"of waits, the steps after it, so the other QPs wait for it rather than mask it. The published claim (\"other QPs mask one QP's stall\") " +
+			"is about an all-to-all whose peers are all in flight at once: exp.algo=direct runs that one (docs/experiments.md has both measured).\n\n"
+	}
 	if err := x.scaling(ctx, env, p, res, n-len(p.scaleRanks), n); err != nil {
 		return res, err
 	}
@@ -424,9 +453,10 @@ func (alltoall) scaling(ctx context.Context, env *Env, p a2aParams, res *Results
 		}
 		// α: a tiny all-to-all's time (one float32 per rank) per step, as
 		// collectives' formula test measures it.
-		tiny, _, _, terr := runCollectiveCell(env, cfg, collectives.AllToAll, "pairwise", uint64(4*ranks), 0, &res.Events)
-		alpha := time.Duration(int64(tiny.TimeNs) / int64(ranks-1))
-		r, got, _, err := runCollectiveCell(env, cfg, collectives.AllToAll, "pairwise", p.scaleSize, 0, &res.Events)
+		tiny, terr := runCollectiveCell(env, cfg, collectives.AllToAll, "pairwise", uint64(4*ranks), 0, &res.Events)
+		alpha := time.Duration(int64(tiny.res.TimeNs) / int64(ranks-1))
+		o, err := runCollectiveCell(env, cfg, collectives.AllToAll, "pairwise", p.scaleSize, 0, &res.Events)
+		r, got := o.res, o.ranks
 		if interrupted(ctx) {
 			break
 		}
@@ -445,7 +475,7 @@ func (alltoall) scaling(ctx context.Context, env *Env, p a2aParams, res *Results
 			float64(ft)/1e3, fb, 100*busbw/fb, alpha.Seconds()*1e6, result)
 		res.Rows = append(res.Rows, []string{"all-to-all scaling", "MRC, 1 QP", "1", "0", strconv.Itoa(ranks), strconv.FormatUint(r.Bytes, 10), strconv.FormatInt(int64(r.TimeNs), 10),
 			f4(r.AlgBW), f4(busbw), f4(busbw * 1e9 / nic), "", r.Check, errText(err), fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled),
-			collectives.FormatBytes(p.scaleSize), f4(fb)})
+			collectives.FormatBytes(p.scaleSize), f4(fb), strconv.FormatUint(o.timeouts, 10), strconv.FormatUint(o.retx, 10)})
 		meas.X, meas.Y = append(meas.X, float64(ranks)), append(meas.Y, busbw)
 		form.X, form.Y = append(form.X, float64(ranks)), append(form.Y, fb)
 	}
