@@ -31,10 +31,13 @@ const (
 var roceFabricParam = Param{Key: "roceFabric", Default: roceFabricPaper,
 	Doc: "paper: RoCE on one plane carrying the whole NIC (planes × link speed, 1 × 400G here) with PFC, same hosts and T0/T1 shape, as published (T2–T4); same-planes: RoCE on MRC's planes (one QP = one plane)"}
 
-// hostsParam is the ranks of the transport comparisons: "" keeps the
-// cluster's fabric.hosts; full runs the paper's 64 NICs.
-var hostsParam = Param{Key: "hosts", Default: "", Full: "64",
-	Doc: "hosts (ranks): empty keeps the cluster's fabric.hosts (16 from the experiment's settings); else a multiple of fabric.hostsPerT0, T0s per plane = hosts / hostsPerT0, T1s and links as configured; full: 64, the published NIC count"}
+// hostsParam is the ranks of the transport comparisons: "cluster" keeps
+// the cluster's fabric.hosts; full runs the paper's 64 NICs.
+var hostsParam = Param{Key: "hosts", Default: hostsCluster, Full: "64",
+	Doc: "hosts (ranks): cluster keeps the cluster's fabric.hosts (16 from the experiment's settings); else a multiple of fabric.hostsPerT0, T0s per plane = hosts / hostsPerT0, T1s and links as configured; full: 64, the published NIC count"}
+
+// hostsCluster is exp.hosts' value that keeps the cluster's fabric.hosts.
+const hostsCluster = "cluster"
 
 // maxParamHosts bounds exp.hosts: the paper's setups have 64 NICs; 1024
 // is far beyond anything these experiments are sized for.
@@ -62,16 +65,16 @@ func paperRoCESets(base config.Config, mode string) []string {
 func (r *paramReader) hosts(key string, base config.Config) (sets []string, hosts int) {
 	f := base.Fabric
 	s := r.p[key]
-	if s == "" {
+	if s == hostsCluster {
 		return nil, f.Hosts
 	}
 	n, err := strconv.Atoi(s)
 	hpt := max(f.HostsPerT0, 1)
 	switch {
 	case f.Topology != config.TopologyClos:
-		r.bad(key, "%q needs a Clos fabric (fabric.topology is %s); must be empty on a fat-tree", s, f.Topology)
+		r.bad(key, "%q needs a Clos fabric (fabric.topology is %s); must be %s on a fat-tree", s, f.Topology, hostsCluster)
 	case err != nil || n < 2 || n > maxParamHosts:
-		r.bad(key, "%q is not an integer in [2, %d]; must be empty (the cluster's fabric.hosts) or a host count in [2, %d]", s, maxParamHosts, maxParamHosts)
+		r.bad(key, "%q is not an integer in [2, %d]; must be %s (the cluster's fabric.hosts) or a host count in [2, %d]", s, maxParamHosts, hostsCluster, maxParamHosts)
 	case n%hpt != 0 || n/hpt > config.MaxSwitchDim:
 		r.bad(key, "%q is not a multiple of fabric.hostsPerT0 (%d) with at most %d T0s; must be k × %d for k in [1, %d]", s, hpt, config.MaxSwitchDim, hpt, config.MaxSwitchDim)
 	default:
