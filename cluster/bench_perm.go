@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -245,4 +248,282 @@ func (c *Cluster) SpreadPermutation(seed uint64, perT0 int) []int {
 		perm[picked[i]] = picked[j]
 	}
 	return perm
+}
+
+// RoCEFatTreeSets is the permutation scenario for RoCE on a k-ary fat-tree
+// as config overrides: the fat-tree of HtsimFatTreeSets (100 Gb/s links of
+// 1 µs each) with ECMP forwarding, the default MTU and buffers, PFC on,
+// ECN at its default preset (auto: the DCQCN paper's 5 KB / 200 KB / 1%
+// for RoCE) and RoCE with one QP per flow at its default congestion
+// control (transport.roce.cc; give another preset after these), payload
+// elided.
+func RoCEFatTreeSets(k int) []string {
+	return []string{
+		"fabric.topology=fattree", "fabric.k=" + strconv.Itoa(k), "fabric.planes=1",
+		"fabric.hostLinkSpeed=100G", "fabric.fabricLinkSpeed=100G", "fabric.hostLinkDelay=1us", "fabric.fabricLinkDelay=1us",
+		"fabric.forwarding=ecmp", "fabric.queue.pfc.enabled=true",
+		"transport.kind=roce", "transport.qpsPerConnection=1", "transport.payload=elided",
+	}
+}
+
+// RoCEClosSets is the permutation experiment's fabric (cluster D: one
+// 400G plane) grown to hostsPerT0 hosts under each of as many T0s, with as
+// many T1s (non-blocking), ECMP, PFC on, ECN at its default preset and
+// RoCE with one QP per flow, payload elided. hostsPerT0 = 8 is a 64-host
+// Clos.
+func RoCEClosSets(hostsPerT0 int) []string {
+	n := strconv.Itoa(hostsPerT0)
+	return []string{
+		"fabric.preset=D", "fabric.hostsPerT0=" + n, "fabric.t0PerPlane=" + n, "fabric.t1PerPlane=" + n,
+		"fabric.hosts=" + strconv.Itoa(hostsPerT0*hostsPerT0),
+		"fabric.forwarding=ecmp", "fabric.queue.pfc.enabled=true",
+		"transport.kind=roce", "transport.qpsPerConnection=1", "transport.payload=elided",
+	}
+}
+
+// LineFraction is a flow's goodput — its bytes over its completion time
+// — as a fraction of lineBps.
+func (f PermFlow) LineFraction(lineBps float64) float64 {
+	if f.End <= f.Start || lineBps <= 0 {
+		return 0
+	}
+	return float64(f.Bytes) * 8 / (float64(f.End-f.Start) / 1e9) / lineBps
+}
+
+// MeanLineFraction is the mean over the flows of LineFraction at the host
+// link rate: the permutation experiment's row.
+func (r PermResult) MeanLineFraction(c *Cluster) float64 {
+	if len(r.Flows) == 0 {
+		return 0
+	}
+	var s float64
+	for _, f := range r.Flows {
+		s += f.LineFraction(float64(c.hostRate()))
+	}
+	return s / float64(len(r.Flows))
+}
+
+// PermPaths records which links carry each flow of a permutation: every
+// port's outbound data frames (origLen ≥ MinFrame) whose source and
+// destination hosts are a flow a → perm[a] add the port's link to a's
+// path. Attach it before the run (TracePaths); it changes nothing in the
+// simulation.
+type PermPaths struct {
+	c     *Cluster
+	perm  []int
+	links map[*fabric.Link]int
+	// Links[a] is the indices (in Topo.Links) of the links flow a →
+	// perm[a] used, in the order first seen.
+	Links [][]int
+	// MinFrame is the smallest frame counted as data (ACKs, CNPs and PFC
+	// frames are smaller).
+	MinFrame int
+}
+
+type pathTap struct {
+	p    *PermPaths
+	link int
+}
+
+func (t pathTap) TapFrame(_ int64, dir pcap.Direction, frame []byte, origLen int) {
+	if dir != pcap.DirOutbound || origLen < t.p.MinFrame {
+		return
+	}
+	t.p.record(frame, t.link)
+}
+
+func (p *PermPaths) record(frame []byte, link int) {
+	const src, dst = fabric.EthHeaderLen + 8, fabric.EthHeaderLen + 24
+	if len(frame) < dst+16 {
+		return
+	}
+	topo := p.c.Topo
+	a, _, ok := topo.HostOf(frame[src : src+16])
+	if !ok || a >= len(p.perm) {
+		return
+	}
+	b, _, ok := topo.HostOf(frame[dst : dst+16])
+	if !ok {
+		// uSID: the outer destination is the path; the host is inside.
+		in := fabric.EthHeaderLen + fabric.IPv6HeaderLen + 24
+		if len(frame) < in+16 {
+			return
+		}
+		if b, _, ok = topo.HostOf(frame[in : in+16]); !ok {
+			return
+		}
+	}
+	if p.perm[a] != b {
+		return
+	}
+	for _, l := range p.Links[a] {
+		if l == link {
+			return
+		}
+	}
+	p.Links[a] = append(p.Links[a], link)
+}
+
+// TracePaths taps every port of c to record the links of perm's flows. A
+// partitioned cluster (ports on several goroutines) is refused.
+func (c *Cluster) TracePaths(perm []int) (*PermPaths, error) {
+	if c.par != nil && c.par.workers > 1 {
+		return nil, fmt.Errorf("cluster: TracePaths on a partitioned cluster")
+	}
+	p := &PermPaths{c: c, perm: perm, links: map[*fabric.Link]int{}, Links: make([][]int, len(perm)),
+		MinFrame: c.pmtu() / 2}
+	for i, l := range c.Topo.Links {
+		p.links[l] = i
+	}
+	tap := func(pt *fabric.Port) {
+		if i, ok := p.links[pt.Tx]; ok && pt.Tx != nil {
+			pt.Tap(pathTap{p, i})
+		}
+	}
+	for _, s := range c.Topo.Switches {
+		for _, pt := range s.Ports {
+			tap(pt)
+		}
+	}
+	for _, ps := range c.Topo.HostPorts {
+		for _, pt := range ps {
+			tap(pt)
+		}
+	}
+	return p, nil
+}
+
+// Fluid returns the fluid model of the traced collisions: flows of size
+// bytes each on the links they used, every link's capacity its rate, all
+// starting at once and sharing each link max-min fairly, the shares
+// recomputed whenever a flow ends (MaxMinFluid). Per flow a → perm[a] (0
+// where there is no flow): its max-min share at the start and its
+// goodput (size over its fluid completion time), both as fractions of the
+// host link rate.
+func (p *PermPaths) Fluid(size uint64) (share, goodput []float64) {
+	caps := make([]float64, len(p.c.Topo.Links))
+	for i, l := range p.c.Topo.Links {
+		caps[i] = float64(l.Rate)
+	}
+	sizes := make([]float64, len(p.Links))
+	for a, ls := range p.Links {
+		if len(ls) > 0 {
+			sizes[a] = float64(size) * 8
+		}
+	}
+	rate, fct := MaxMinFluid(p.Links, caps, sizes)
+	line := float64(p.c.hostRate())
+	share, goodput = make([]float64, len(rate)), make([]float64, len(rate))
+	for a := range rate {
+		if sizes[a] > 0 && fct[a] > 0 {
+			share[a], goodput[a] = rate[a]/line, sizes[a]/fct[a]/line
+		}
+	}
+	return share, goodput
+}
+
+// MaxMinFluid is a fluid model of flows sharing links: flow i of sizes[i]
+// bits crosses the links paths[i] (indices into caps, in bits/s); a flow
+// with no links or no bits takes no part. All start at 0; at every moment
+// the rates are the max-min fair allocation (progressive filling: raise
+// every unfrozen flow's rate together until a link fills, freeze that
+// link's flows, repeat), recomputed whenever a flow completes. It returns
+// each flow's initial max-min rate (bits/s) and its completion time
+// (seconds); 0 for flows that take no part.
+func MaxMinFluid(paths [][]int, caps, sizes []float64) (initial, fct []float64) {
+	n := len(paths)
+	initial, fct = make([]float64, n), make([]float64, n)
+	left := make([]float64, n)
+	active := make([]bool, n)
+	na := 0
+	for i := range paths {
+		if len(paths[i]) > 0 && sizes[i] > 0 {
+			active[i], left[i] = true, sizes[i]
+			na++
+		}
+	}
+	rate := make([]float64, n)
+	now, first := 0.0, true
+	for na > 0 {
+		maxMin(paths, caps, active, rate)
+		if first {
+			copy(initial, rate)
+			first = false
+		}
+		dt := math.Inf(1)
+		for i := range paths {
+			if active[i] && rate[i] > 0 {
+				dt = min(dt, left[i]/rate[i])
+			}
+		}
+		if math.IsInf(dt, 1) {
+			break // every remaining flow crosses a link of capacity 0
+		}
+		now += dt
+		for i := range paths {
+			if !active[i] {
+				continue
+			}
+			left[i] -= rate[i] * dt
+			if left[i] <= sizes[i]*1e-12 {
+				active[i], fct[i] = false, now
+				na--
+			}
+		}
+	}
+	return initial, fct
+}
+
+// maxMin sets rate[i] for the active flows to the max-min fair allocation
+// on caps by progressive filling.
+func maxMin(paths [][]int, caps []float64, active []bool, rate []float64) {
+	frozen := make([]bool, len(paths))
+	free := append([]float64(nil), caps...)
+	users := make([]int, len(caps))
+	for i, ls := range paths {
+		rate[i] = 0
+		if !active[i] {
+			frozen[i] = true
+			continue
+		}
+		for _, l := range ls {
+			users[l]++
+		}
+	}
+	for {
+		// The smallest equal increment that fills a link.
+		inc, tight := math.Inf(1), -1
+		for l, u := range users {
+			if u > 0 && free[l]/float64(u) < inc {
+				inc, tight = free[l]/float64(u), l
+			}
+		}
+		if tight < 0 {
+			return
+		}
+		for i, ls := range paths {
+			if frozen[i] {
+				continue
+			}
+			rate[i] += inc
+			for _, l := range ls {
+				free[l] -= inc
+			}
+		}
+		// Freeze the flows on every link now full.
+		for i, ls := range paths {
+			if frozen[i] {
+				continue
+			}
+			for _, l := range ls {
+				if free[l] <= caps[l]*1e-12 {
+					frozen[i] = true
+					for _, m := range ls {
+						users[m]--
+					}
+					break
+				}
+			}
+		}
+	}
 }

@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/fabric"
 )
 
 // TestFatTreePermutation runs htsim's permutation scenario scaled down
@@ -172,5 +176,171 @@ func TestFatTreePermutationLarge(t *testing.T) {
 			t.Errorf("k=%d: %d timeouts without a lost or trimmed packet", k, n)
 		}
 		c.Close()
+	}
+}
+
+// TestMaxMinFluid checks the fluid model on allocations worked by hand.
+func TestMaxMinFluid(t *testing.T) {
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+	check := func(name string, paths [][]int, caps, sizes, wantRate, wantFCT []float64) {
+		t.Helper()
+		rate, fct := MaxMinFluid(paths, caps, sizes)
+		for i := range paths {
+			if !near(rate[i], wantRate[i]) || !near(fct[i], wantFCT[i]) {
+				t.Errorf("%s: flow %d: rate %v, fct %v; want %v, %v", name, i, rate[i], fct[i], wantRate[i], wantFCT[i])
+			}
+		}
+	}
+	// Flow 0 crosses both links; 1 only link 0; 2 and 3 only link 1.
+	// Link 1 is shared three ways (1/3 each); flow 1 takes what flow 0
+	// leaves of link 0 (2/3). Flow 1 ends first (1.5), but flow 0 stays
+	// held by link 1, so nothing speeds up: equal sizes keep every flow at
+	// its initial share.
+	check("two links", [][]int{{0, 1}, {0}, {1}, {1}}, []float64{1, 1}, []float64{1, 1, 1, 1},
+		[]float64{1.0 / 3, 2.0 / 3, 1.0 / 3, 1.0 / 3}, []float64{3, 1.5, 3, 3})
+	// Unequal sizes on one link: both at 1/2 until the small one ends at
+	// 2; the large one then has 2 left at the full rate, ending at 4.
+	check("one link", [][]int{{0}, {0}}, []float64{1}, []float64{1, 3}, []float64{0.5, 0.5}, []float64{2, 4})
+	// A flow without links or bits takes no part; capacities scale.
+	check("idle", [][]int{{0}, nil, {0}}, []float64{10}, []float64{5, 5, 0}, []float64{10, 0, 0}, []float64{0.5, 0, 0})
+	// A link of capacity 0 holds its flow at 0 forever (no completion);
+	// the others run.
+	check("dead link", [][]int{{0, 1}, {1}}, []float64{0, 2}, []float64{1, 1}, []float64{0, 2}, []float64{0, 0.5})
+}
+
+// TestTracePathsFatTree traces a RoCE (ECMP) permutation on a k=4
+// fat-tree: every flow's links run from its NIC to its destination's last
+// hop, as many as the topology's hop count; the fluid model's shares are
+// in (0, 1], 1 for a flow no other crosses; and no flow beats the fluid
+// mean on average (the fluid model has no headers, queues or pauses).
+func TestTracePathsFatTree(t *testing.T) {
+	cfg, err := config.Load("", append(RoCEFatTreeSets(4), "transport.roce.cc=none", "seed=3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	perm := Derangement(cfg.Seed, len(c.Hosts))
+	pp, err := c.TracePaths(perm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 20
+	r, err := c.RunPermutation(perm, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[*fabric.Link]int{}
+	for i, l := range c.Topo.Links {
+		links[l] = i
+	}
+	users := make([]int, len(c.Topo.Links))
+	for a, b := range perm {
+		ls := pp.Links[a]
+		hl, fl := c.Topo.Hops(a, b)
+		if len(ls) != hl+fl {
+			t.Fatalf("flow %d→%d: %d links %v, want %d", a, b, len(ls), ls, hl+fl)
+		}
+		if first := links[c.Topo.HostPorts[a][0].Tx]; !slices.Contains(ls, first) {
+			t.Errorf("flow %d→%d: path %v misses its NIC link %d", a, b, ls, first)
+		}
+		if last := links[c.Topo.HostPorts[b][0].Peer.Tx]; !slices.Contains(ls, last) {
+			t.Errorf("flow %d→%d: path %v misses the last hop %d", a, b, ls, last)
+		}
+		for _, l := range ls {
+			users[l]++
+		}
+	}
+	share, goodput := pp.Fluid(size)
+	var fluid float64
+	for a := range perm {
+		alone := true
+		for _, l := range pp.Links[a] {
+			alone = alone && users[l] == 1
+		}
+		if share[a] <= 0 || share[a] > 1+1e-9 || alone != (share[a] > 1-1e-9) {
+			t.Errorf("flow %d: share %v (alone on its path: %v)", a, share[a], alone)
+		}
+		if goodput[a] < share[a]-1e-9 {
+			t.Errorf("flow %d: fluid goodput %v below its initial share %v", a, goodput[a], share[a])
+		}
+		fluid += goodput[a]
+	}
+	fluid /= float64(len(perm))
+	sim := r.MeanLineFraction(c)
+	t.Logf("k=4 RoCE ECMP, CC none: mean %.1f%% of line rate, fluid %.1f%%", 100*sim, 100*fluid)
+	if sim > fluid || sim < fluid/2 {
+		t.Errorf("simulated mean %.3f of line rate against the fluid model's %.3f", sim, fluid)
+	}
+}
+
+// TestRoCEPermutationDCQCN is issue #17's table: mean per-flow goodput
+// (% of the host line rate) of a random permutation under RoCE on ECMP
+// with PFC, per DCQCN preset and with CC off, beside the max-min fluid
+// model of the same flow → path collisions, on a k=8 fat-tree (128 hosts,
+// 100G) and a 64-host Clos (cluster D's 400G plane grown to 8 × 8 × 8),
+// 2 MB and 16 MiB per flow, seeds 1–3 (docs/transports.md has the
+// numbers). It checks that no run beats the fluid model (which has no
+// headers, queues or pauses). About 2 minutes; it runs only with
+// VCLUSTER_PERM_DCQCN=1:
+//
+//	VCLUSTER_PERM_DCQCN=1 go test ./cluster -run TestRoCEPermutationDCQCN -v -timeout 30m
+func TestRoCEPermutationDCQCN(t *testing.T) {
+	if testing.Short() || os.Getenv("VCLUSTER_PERM_DCQCN") == "" {
+		t.Skip("set VCLUSTER_PERM_DCQCN=1 to run the DCQCN permutation table")
+	}
+	presets := []string{"dcqcn_hpcc", "dcqcn_sigcomm15", "dcqcn_hpcc_paper", "none"}
+	for _, topo := range []struct {
+		name string
+		sets []string
+	}{{"k=8 fat-tree", RoCEFatTreeSets(8)}, {"64-host Clos", RoCEClosSets(8)}} {
+		for _, size := range []uint64{2_000_000, 16 << 20} {
+			cells := map[string][]float64{}
+			for seed := uint64(1); seed <= 3; seed++ {
+				for _, cc := range presets {
+					cfg, err := config.Load("", append(topo.sets, "transport.roce.cc="+cc, "seed="+strconv.FormatUint(seed, 10)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, err := New(cfg, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					perm := Derangement(seed, len(c.Hosts))
+					pp, err := c.TracePaths(perm)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r, err := c.RunPermutation(perm, size)
+					if err != nil {
+						t.Fatalf("%s %s seed %d: %v", topo.name, cc, seed, err)
+					}
+					_, gp := pp.Fluid(size)
+					var fluid float64
+					for _, g := range gp {
+						fluid += g
+					}
+					fluid /= float64(len(r.Flows))
+					sim := r.MeanLineFraction(c)
+					if sim > fluid {
+						t.Errorf("%s, %d B, %s, seed %d: %.1f%% above the fluid model's %.1f%%", topo.name, size, cc, seed, 100*sim, 100*fluid)
+					}
+					cells[cc] = append(cells[cc], sim)
+					if cc == "none" {
+						cells["fluid"] = append(cells["fluid"], fluid)
+					}
+					c.Close()
+				}
+			}
+			for _, k := range append(presets, "fluid") {
+				v := cells[k]
+				m := append([]float64(nil), v...)
+				slices.Sort(m)
+				t.Logf("%s, %d B per flow, %-16s seeds 1-3: %.1f / %.1f / %.1f %% (median %.1f)", topo.name, size, k, 100*v[0], 100*v[1], 100*v[2], 100*m[1])
+			}
+		}
 	}
 }

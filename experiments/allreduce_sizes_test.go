@@ -2,11 +2,13 @@ package experiments
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A two-size allreduce-loss run has a row per size, counts both sizes in
@@ -63,14 +65,90 @@ func TestAllreduceLossSizes(t *testing.T) {
 	if len(r.Checks) == 0 {
 		t.Error("no checks")
 	}
+	// Every check runs at every size, and says which in its claim; with
+	// RoCE 1 QP only, the claims about 8 and 16 QPs are not testable.
+	at := map[string]int{}
 	for _, c := range r.Checks {
-		if !strings.HasPrefix(c.Measured, "at 8M: ") {
-			t.Errorf("check %q measured %q, want it at 8M", c.Claim, c.Measured)
+		sz, _, _ := strings.Cut(c.Claim, ", ")
+		at[sz]++
+		if strings.Contains(c.Claim, "16 QPs") && c.Testable() {
+			t.Errorf("check %q is testable without 16 QPs", c.Claim)
 		}
 	}
+	if len(at) != 2 || at["4M"] == 0 || at["4M"] != at["8M"] {
+		t.Errorf("checks per size %v, want the same claims at 4M and 8M", at)
+	}
 
+	// alltoall takes several sizes too.
 	a, _ := Lookup("alltoall")
-	if _, err := a.Run(context.Background(), quickEnv(t, a, "size=4M,8M")); err == nil || !strings.Contains(err.Error(), "alltoall takes one size") {
+	if err := CheckParams(a, quickEnv(t, a, "size=4M,8M")); err != nil {
 		t.Errorf("alltoall with two sizes: %v", err)
+	}
+}
+
+// exp.roceFabric=paper puts RoCE on one plane carrying the whole NIC with
+// PFC and the same hosts and T0/T1 shape, and leaves MRC alone;
+// same-planes runs RoCE on MRC's planes. Bad values of it, exp.hosts and
+// exp.scaleRanks are refused naming the parameter and what is allowed.
+func TestRoCEFabric(t *testing.T) {
+	for _, name := range []string{"allreduce-loss", "alltoall"} {
+		e, _ := Lookup(name)
+		for _, mode := range []string{"paper", "same-planes"} {
+			env := quickEnv(t, e, "roceFabric="+mode, "hosts=32")
+			g, err := transportGrid(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range g.vs {
+				cfg, err := override(env.Config, v.sets)
+				if err != nil {
+					t.Fatalf("%s %s %s: %v", name, mode, v.name, err)
+				}
+				f := cfg.Fabric
+				planes, speed, pfc := 4, "100G", false
+				if !v.mrc && mode == "paper" {
+					planes, speed, pfc = 1, "400G", true
+				}
+				if f.Planes != planes || f.HostLinkSpeed != speed || f.FabricLinkSpeed != speed || f.Queue.PFC.Enabled != pfc {
+					t.Errorf("%s %s %s: %d × %s/%s, PFC %v; want %d × %s, PFC %v", name, mode, v.name, f.Planes, f.HostLinkSpeed, f.FabricLinkSpeed, f.Queue.PFC.Enabled, planes, speed, pfc)
+				}
+				if f.Hosts != 32 || f.HostsPerT0 != 4 || f.T0PerPlane != 8 || f.T1PerPlane != 4 {
+					t.Errorf("%s %s %s: hosts %d = %d × %d T0s, %d T1s; want 32 = 4 × 8, 4 T1s", name, mode, v.name, f.Hosts, f.HostsPerT0, f.T0PerPlane, f.T1PerPlane)
+				}
+				if want := fabricCell(planes, speed, pfc); v.fabric != want {
+					t.Errorf("%s %s %s: fabric cell %q, want %q", name, mode, v.name, v.fabric, want)
+				}
+			}
+		}
+		for _, bad := range []struct{ set, want string }{
+			{"roceFabric=same", "exp.roceFabric: \"same\" is not allowed; must be one of paper, same-planes"},
+			{"hosts=10", "exp.hosts: \"10\" is not a multiple of fabric.hostsPerT0 (4)"},
+			{"hosts=1", "exp.hosts: \"1\" is not an integer in [2, 1024]"},
+			{"hosts=x", "exp.hosts: \"x\" is not an integer"},
+		} {
+			if err := CheckParams(e, quickEnv(t, e, bad.set)); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("%s %s: %v, want %q", name, bad.set, err, bad.want)
+			}
+		}
+	}
+	a, _ := Lookup("alltoall")
+	if err := CheckParams(a, quickEnv(t, a, "scaleRanks=16,30")); err == nil || !strings.Contains(err.Error(), "exp.scaleRanks: \"30\" is not a multiple of fabric.hostsPerT0 (4)") {
+		t.Errorf("scaleRanks=16,30: %v", err)
+	}
+	if err := CheckParams(a, quickEnv(t, a, "scaleRanks=off", "scaleSize=junk")); err != nil {
+		t.Errorf("scaleRanks=off ignores scaleSize: %v", err)
+	}
+}
+
+// a2aFormula is (P−1)α + (P−1)/P · S/B and busbw S/T · (P−1)/P.
+func TestA2AFormula(t *testing.T) {
+	// 16 ranks, 16 MiB, α = 4 µs, B = 50 GB/s: 60 µs + 15/16 · 335.54 µs.
+	d, bw := a2aFormula(16, 16<<20, 4*time.Microsecond, 50e9)
+	want := 60e-6 + 15.0/16*float64(16<<20)/50e9
+	if math.Abs(d.Seconds()-want) > 1e-9 {
+		t.Errorf("time %v, want %.3f µs", d, want*1e6)
+	}
+	if wb := float64(16<<20) / want * 15 / 16 / 1e9; math.Abs(bw-wb) > 1e-9 {
+		t.Errorf("busbw %.4f GB/s, want %.4f", bw, wb)
 	}
 }

@@ -100,7 +100,7 @@ func fmtVal(v float64, unit string) string {
 	switch a := math.Abs(v); {
 	case math.IsNaN(v):
 		return "n/a"
-	case a >= 100 || v == math.Trunc(v) && a >= 10:
+	case a >= 100 || v == math.Trunc(v):
 		s = strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
 		s = strconv.FormatFloat(v, 'f', 1, 64)

@@ -19,11 +19,11 @@ func TestBandContainsAndString(t *testing.T) {
 		{Between(20, 50, "%", ""), 50, true, "20–50%"},
 		{AtMost(10, "%", ""), 10.5, false, "≤ 10%"},
 		{AtMost(10, "%", ""), -3, true, "≤ 10%"},
-		{AtLeast(1, "×", ""), 1.02, true, "≥ 1.00×"},
+		{AtLeast(1, "×", ""), 1.02, true, "≥ 1×"}, {Between(6, 14, "flows", ""), 8, true, "6–14 flows"},
 		{Around(5.09, 0.2, "µs", ""), 6.2, false, "4.07–6.11 µs"},
 		{Holds(""), 1, true, "holds"},
 		{Holds(""), 0, false, "holds"},
-		{Between(0, 1, "", ""), math.NaN(), false, "0–1.00"},
+		{Between(0, 1, "", ""), math.NaN(), false, "0–1"},
 	} {
 		if got := c.b.Contains(c.v); got != c.in {
 			t.Errorf("%s contains %v = %v, want %v", c.b, c.v, got, c.in)

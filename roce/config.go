@@ -207,8 +207,13 @@ func DCQCNSigcomm15() DCQCNConfig {
 // counter), α update 1 µs, decrease check 4 µs, increase timer 300 µs,
 // g = 1/256, F = 1, R_AI = 5 Mb/s × bw/25G, R_HAI = 50 Mb/s × bw/25G,
 // MinRate 1 Gb/s, CLAMP = 0. The CNP interval (4 µs) is ConnectX's
-// min_time_between_cnps: ns-3 flags every ECN-marked packet's ACK and
-// lets the decrease check do the rate limiting.
+// min_time_between_cnps, where ns-3 flags every ECN-marked packet's ACK.
+// The decrease check limits the cuts to one per 4 µs either way, but not
+// α: under sustained marking ns-3's α (updated every 1 µs, up in every
+// interval a flagged ACK arrives in) stays near 1, while with a CNP at
+// most every 4 µs it settles near g(1−g)³/(1−(1−g)⁴) ≈ 0.25
+// (TestDCQCNTimerAlphaCNPGap), so long congestion cuts less deeply here
+// than in ns-3. Short episodes start from α = 1 in both.
 func DCQCNHPCC(lineRateBps int64) DCQCNConfig {
 	return DCQCNConfig{
 		G:                  1.0 / 256,

@@ -939,3 +939,47 @@ func TestTimelyHPCC(t *testing.T) {
 		t.Fatalf("first increase after a decrease: %+.4g, want δ %d", got, tc.DeltaBps)
 	}
 }
+
+// dcqcn_hpcc's α under sustained marking depends on how often CNPs come.
+// α is updated every AlphaIntervalNs (1 µs): up if a CNP arrived in the
+// interval, down otherwise. HPCC's ns-3 flags the ACK of every marked
+// packet, so with marks in every microsecond α stays near 1; at
+// CNPIntervalNs = 4 µs (this preset's) at most one interval in four sees
+// a CNP, and α settles at the fixed point of one rise and three decays,
+// g(1−g)³ / (1 − (1−g)⁴) ≈ 0.25: each cut then takes ~12%, not ~50%.
+func TestDCQCNTimerAlphaCNPGap(t *testing.T) {
+	c := DefaultConfig() // dcqcn_hpcc
+	g := c.DCQCN.G
+	for _, tc := range []struct {
+		gap      int64
+		lo, hi   float64
+		describe string
+	}{
+		{1_000, 0.999, 1, "a CNP every α interval (ns-3's per-packet flag)"},
+		{c.DCQCN.CNPIntervalNs, 0, 0, "a CNP every CNPIntervalNs"},
+	} {
+		p := newPair(t, c)
+		t0 := int64(10_000)
+		p.now = t0
+		p.cnp()                              // the first CNP starts the α ticks at t0 + k µs
+		for n := int64(1); n <= 2_000; n++ { // 2000 gaps: 2 ms or 8 ms
+			p.now = t0 + 300 + n*tc.gap // off the ticks
+			p.cnp()
+		}
+		p.a.rate(p.now + 100) // the α tick after the last CNP has not run
+		a := p.a.cc.alpha
+		if tc.gap == c.DCQCN.CNPIntervalNs {
+			d := math.Pow(1-g, float64(tc.gap/c.DCQCN.AlphaIntervalNs-1))
+			// Just before a rise: α* = d((1−g)α* + g).
+			tc.lo = d * g / (1 - d*(1-g))
+			tc.hi = tc.lo * (1 + 1e-9)
+			tc.lo *= 1 - 1e-9
+			if tc.hi > 0.26 || tc.lo < 0.24 {
+				t.Fatalf("fixed point %.4f: the preset's g or intervals changed", tc.lo)
+			}
+		}
+		if a < tc.lo || a > tc.hi {
+			t.Errorf("%s (%d ns): α %.6f, want in [%.6f, %.6f]", tc.describe, tc.gap, a, tc.lo, tc.hi)
+		}
+	}
+}
