@@ -76,7 +76,12 @@ and a NIC-side OSFP (optics osfp:h0: every plane of one NIC). "Touches"
 is what the fault's selector resolved to (nodes × NIC ports, planes).
 "Ideal" is the capacity the fault removes: 1/(planes × T1s) for a T0–T1
 cable under shift; for a flow, the share of min(ports up at source, at
-destination) it loses.`
+destination) it loses. The job loses that share only where it is
+capacity-bound (the check's detail gives the fault-free job's share of
+line rate: below 100% a cable's share can be absorbed). The shift job's
+rate on 8 × 100G depends on the seed's EV draws by about ±1%, steady
+over milliseconds (docs/experiments.md): a longer window does not
+shrink the seeds' spread of a cable's cost; the median is judged.`
 }
 
 // brTopo is one fabric shape: planes × speed.
