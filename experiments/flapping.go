@@ -61,7 +61,7 @@ flapping-4's shape) from exp.flapAt for exp.flapFor: each goes down for
 exp.flapDown (100 µs) once in every exp.flapPeriod (500 µs), starting up
 to exp.flapJitter (100 µs) into the period, both directions. The paper
 (TARGETS T9: "four links flap for a minute", −25% during, full speed
-after, no QP fails) and its summaries (seeds 000, 001) give no up or down
+after, no QP fails) and the summaries TARGETS.md cites (seeds 000, 001) give no up or down
 times; they give MRC's time scales: a dead EV is replaced in ~10–20 µs
 (several tries may be needed), Clustermapper probes every ~1 ms, and a
 background probe revives kicked EVs on a scale of seconds. The chosen
