@@ -42,7 +42,7 @@ func (alltoall) Params() []Param {
 		{Key: "size", Default: "4M,32M", Quick: "16M", Full: "16M,256M", Doc: "all-to-all sizes (nccl-tests bytes: the whole buffer, each rank sends size/n to each peer; comma-separated, every cell runs at each)"},
 		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
 		{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T4 checks need 1 and 16)"},
-		{Key: "algo", Default: "pairwise", Doc: "all-to-all algorithm of the transport grid: pairwise (n−1 steps, each waits for its peer's block before the next) or direct (every peer at once, as NCCL posts an all-to-all); the scaling table is always pairwise"},
+		{Key: "algo", Default: "direct", Doc: "all-to-all algorithm of the transport grid: direct (every peer at once, as NCCL posts an all-to-all — the published setup's nccl-tests) or pairwise (n−1 steps, each an MPI_Sendrecv: it waits for its peer's block and its own write's completion before the next); the scaling table is always pairwise"},
 		{Key: "ring", Default: "on", Doc: "on: also run ring all-reduce at the same sizes and losses for the loss-tolerance comparison; off: all-to-all only"},
 		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided"},
 		roceFabricParam,
@@ -52,9 +52,11 @@ func (alltoall) Params() []Param {
 	}
 }
 func (alltoall) Describe() string {
-	return `Every host of the cluster is one rank of an all-to-all, pairwise by
-default (n−1 steps; at step s rank r writes its block for r+s and waits
-for r−s before step s+1; exp.algo=direct writes to every peer at once);
+	return `Every host of the cluster is one rank of an all-to-all, direct by
+default (every rank writes its block to every peer at once, as NCCL posts
+an all-to-all and as the published nccl-tests runs measured it);
+exp.algo=pairwise runs n−1 steps, at step s rank r writes its block for
+r+s and waits for r−s and for its own write's completion before step s+1;
 busbw = algbw × (n−1)/n. MRC: one QP per pair of ranks, spraying over every
 plane on uSID paths, PFC off. RoCE: go-back-N with DCQCN on ECMP, 1, 8 and
 16 QPs per pair (full: 1, 2, 4, 8, 16). With exp.roceFabric=paper (the
