@@ -315,6 +315,10 @@ func (m *Comm) handler(r *rank, peer int, t verbs.Transport) func(verbs.Completi
 				m.trace.send(r, x.WRID, s)
 			}
 		}
+		if r.inflight == 0 && r.waiting && r.pc < len(r.prog) && r.prog[r.pc].Kind == Drain {
+			m.advance(r) // its finishCheck follows
+			return
+		}
 		m.finishCheck(r)
 	}
 }
@@ -378,6 +382,22 @@ func (m *Comm) run(r *rank) {
 					from = r.waitFrom
 				}
 				m.trace.span(r, "wait", from, r.loop.Now(), map[string]any{"peer": r.members[s.Peer], "tag": s.Tag, "bytes": s.Len})
+			}
+			r.waiting = false
+			r.pc++
+		case Drain:
+			if r.inflight > 0 {
+				if !r.waiting {
+					r.waiting, r.waitFrom = true, r.loop.Now()
+				}
+				return
+			}
+			if m.trace != nil {
+				from := r.loop.Now()
+				if r.waiting {
+					from = r.waitFrom
+				}
+				m.trace.span(r, "drain", from, r.loop.Now(), nil)
 			}
 			r.waiting = false
 			r.pc++

@@ -145,6 +145,8 @@ func (r *rank) position() string {
 			s += fmt.Sprintf(" (wait for rank %d tag %d since %.3f ms)", r.members[st.Peer], st.Tag, float64(r.waitFrom)/1e6)
 		case st.Kind == Wait:
 			s += fmt.Sprintf(" (wait for rank %d tag %d)", r.members[st.Peer], st.Tag)
+		case st.Kind == Drain && r.waiting:
+			s += fmt.Sprintf(" (drain: its writes to complete, since %.3f ms)", float64(r.waitFrom)/1e6)
 		default:
 			s += " (" + st.Kind.String() + ")"
 		}

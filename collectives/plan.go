@@ -34,9 +34,13 @@ const (
 	Reduce
 	// Copy copies Len bytes from Src+SrcOff to Dst+DstOff (local memory).
 	Copy
+	// Drain blocks until every write the rank posted before it has
+	// completed (its peer acknowledged every byte): the send half of
+	// MPI_Sendrecv, for algorithms whose steps must not overlap.
+	Drain
 )
 
-func (k Kind) String() string { return [...]string{"send", "wait", "reduce", "copy"}[k] }
+func (k Kind) String() string { return [...]string{"send", "wait", "reduce", "copy", "drain"}[k] }
 
 // Step is one instruction of a rank's program.
 type Step struct {
@@ -125,6 +129,12 @@ func (b *Builder) Copy(r int, dst Buf, dstOff uint64, src Buf, srcOff, n uint64)
 	if n > 0 && !(dst == src && dstOff == srcOff) {
 		b.plan.Steps[r] = append(b.plan.Steps[r], Step{Kind: Copy, Peer: r, Src: src, SrcOff: srcOff, Dst: dst, DstOff: dstOff, Len: n})
 	}
+}
+
+// Drain appends a step that blocks r until every write it posted before
+// has completed.
+func (b *Builder) Drain(r int) {
+	b.plan.Steps[r] = append(b.plan.Steps[r], Step{Kind: Drain, Peer: r})
 }
 
 // Plan returns the plan built, after checking that every write has its wait.

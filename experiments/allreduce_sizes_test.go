@@ -2,13 +2,11 @@ package experiments
 
 import (
 	"context"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A two-size allreduce-loss run has a row per size, counts both sizes in
@@ -137,18 +135,5 @@ func TestRoCEFabric(t *testing.T) {
 	}
 	if err := CheckParams(a, quickEnv(t, a, "scaleRanks=off", "scaleSize=junk")); err != nil {
 		t.Errorf("scaleRanks=off ignores scaleSize: %v", err)
-	}
-}
-
-// a2aFormula is (P−1)α + (P−1)/P · S/B and busbw S/T · (P−1)/P.
-func TestA2AFormula(t *testing.T) {
-	// 16 ranks, 16 MiB, α = 4 µs, B = 50 GB/s: 60 µs + 15/16 · 335.54 µs.
-	d, bw := a2aFormula(16, 16<<20, 4*time.Microsecond, 50e9)
-	want := 60e-6 + 15.0/16*float64(16<<20)/50e9
-	if math.Abs(d.Seconds()-want) > 1e-9 {
-		t.Errorf("time %v, want %.3f µs", d, want*1e6)
-	}
-	if wb := float64(16<<20) / want * 15 / 16 / 1e9; math.Abs(bw-wb) > 1e-9 {
-		t.Errorf("busbw %.4f GB/s, want %.4f", bw, wb)
 	}
 }

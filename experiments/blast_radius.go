@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,7 +47,7 @@ func (blastRadius) ClusterSets() []string {
 	// in flight times out in that round and the QPs fail, which would end
 	// the run before the window closes; T8 is about capacity, so it
 	// counts retries per packet.
-	return mrcSets(1, "transport.payload=elided", "transport.mrc.mprUnits=4", "transport.mrc.retryScope=packet")
+	return paperCluster(mrcSets(1, "transport.payload=elided", "transport.mrc.mprUnits=4", "transport.mrc.retryScope=packet")...)
 }
 func (blastRadius) Params() []Param {
 	return []Param{
@@ -77,7 +76,12 @@ and a NIC-side OSFP (optics osfp:h0: every plane of one NIC). "Touches"
 is what the fault's selector resolved to (nodes × NIC ports, planes).
 "Ideal" is the capacity the fault removes: 1/(planes × T1s) for a T0–T1
 cable under shift; for a flow, the share of min(ports up at source, at
-destination) it loses.`
+destination) it loses. The job loses that share only where it is
+capacity-bound (the check's detail gives the fault-free job's share of
+line rate: below 100% a cable's share can be absorbed). The shift job's
+rate on 8 × 100G depends on the seed's EV draws by about ±1%, steady
+over milliseconds (docs/experiments.md): a longer window does not
+shrink the seeds' spread of a cable's cost; the median is judged.`
 }
 
 // brTopo is one fabric shape: planes × speed.
@@ -227,6 +231,7 @@ type brCell struct {
 	run, base *brRun
 	lost      float64 // the workload's throughput lost
 	ideal     float64
+	lineBps   float64 // the workload's line rate: every host's NIC (shift) or one NIC (p2p)
 }
 
 // params reads blast-radius's parameters.
@@ -297,7 +302,11 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 			if err := encodeFaultLog(&logb, tp.name, f.name, run.s); err != nil {
 				return nil, err
 			}
-			cell := &brCell{topo: tp, fault: f, run: run, base: base[f.workload], lost: 1 - run.job/base[f.workload].job, ideal: brIdeal(run, w, hosts, tp.planes, t1s)}
+			cell := &brCell{topo: tp, fault: f, run: run, base: base[f.workload], lost: 1 - run.job/base[f.workload].job, ideal: brIdeal(run, w, hosts, tp.planes, t1s),
+				lineBps: float64(cfg.Fabric.HostLinkBps()) * float64(tp.planes)}
+			if f.workload == "shift" {
+				cell.lineBps *= float64(hosts)
+			}
 			cells = append(cells, cell)
 			env.logf("blast-radius: %s: %s (%s): %.0f → %.0f Gb/s, lost %.2f%% (ideal %.2f%%)\n", tp.name, f.name, f.workload, cell.base.job/1e9, run.job/1e9, 100*cell.lost, 100*cell.ideal)
 		}
@@ -418,11 +427,11 @@ func portsPerHost(t map[int]int) string {
 	return fmt.Sprint(ns)
 }
 
-// checks compare with T8. Thresholds fixed before the first run: a
-// throughput share matches when it is within 1 percentage point of the
-// capacity the fault removes (the faults package's T8 test uses the same
-// band), and "far less with 8 planes" means at most half the share the
-// one-plane fabric loses (the ideal ratio is 8).
+// checks test T8 as published, each on the median of the seeds. The
+// bands: a T0–T1 link's share is given to one digit (0.4%, 3%) and the
+// two fabrics' shares are a factor 8 apart, so ±50% of the capacity
+// removed; a port's share 1/planes is held half-way to the share of one
+// plane more or fewer (so 1/8 is told from 1/7 and 1/9).
 func (blastRadius) checks(cells []*brCell, t1s int) []Check {
 	get := func(topo, fault string) *brCell {
 		for _, c := range cells {
@@ -432,39 +441,62 @@ func (blastRadius) checks(cells []*brCell, t1s int) []Check {
 		}
 		return nil
 	}
-	near := func(c *brCell, want float64) bool { return math.Abs(c.lost-want) <= 0.01 }
-	var cs []Check
-	if a, b := get("8x100G", "T0–T1 link"), get("1x800G", "T0–T1 link"); a != nil && b != nil {
-		cs = append(cs, Check{Target: "T8", Claim: "one T0–T1 link costs 1/(planes × T1s) of the job's throughput (±1 pp), and with 8 × 100G planes at most half what it costs with one 800G plane",
-			Expected: fmt.Sprintf("≈0.4%% with 8 × 100G vs ≈3%% with one 800G plane (paper: 32 T1s; here %d T1s: %.2f%% vs %.2f%%)", t1s, 100*a.ideal, 100*b.ideal),
-			Measured: fmt.Sprintf("8×100G %.2f%%, 1×800G %.2f%%; QP errors %d, %d", 100*a.lost, 100*b.lost, a.run.s.QPErrors, b.run.s.QPErrors),
-			Pass:     near(a, a.ideal) && near(b, b.ideal) && a.lost <= b.lost/2})
+	// planeShare is the band of losing 1 of n ports: half-way to 1/(n+1)
+	// and to 1/(n−1).
+	planeShare := func(n int) *Band {
+		x := 1 / float64(n)
+		lo, hi := 100*(x+1/float64(n+1))/2, 100*(x+1/float64(n-1))/2
+		return Between(lo, hi, "%", fmt.Sprintf("1/%d of the node's ports, told from one plane more or fewer: half-way to 1/%d and to 1/%d", n, n+1, n-1))
 	}
-	if a, b := get("8x100G", "NIC port"), get("4x100G", "NIC port"); a != nil && b != nil {
-		cs = append(cs, Check{Target: "T8", Claim: "one NIC port lost costs its node 1/planes of its throughput (±1 pp)",
-			Expected: "12.5% with 8 planes, 25% with 4 planes",
-			Measured: fmt.Sprintf("8 planes: %s, −%.2f%%; 4 planes: %s, −%.2f%%", touches(a.run), 100*a.lost, touches(b.run), 100*b.lost),
-			Pass:     near(a, 0.125) && near(b, 0.25)})
+	var cs []Check
+	link := func(topo string, planes int, paper string) {
+		c := get(topo, "T0–T1 link")
+		if c == nil {
+			return
+		}
+		ideal := 100 * c.ideal
+		cs = append(cs, bandCheck("T8", fmt.Sprintf("one T0–T1 link, %s: the job loses 1/(planes × T1s) of its throughput", topo),
+			fmt.Sprintf("%s (paper: 1/(%d × 32); here %d T1s: %.2f%%)", paper, planes, t1s, ideal),
+			Around(ideal, 0.5, "%", "the paper gives one digit (0.4% vs 3%) and the two fabrics are a factor 8 apart: ±50% of the capacity removed tells them apart and from no loss"),
+			100*c.lost,
+			fmt.Sprintf("%.0f → %.0f Gb/s, lost %.2f%% (capacity removed %.2f%%); the fault-free job runs at %.1f%% of line rate; QP errors %d",
+				c.base.job/1e9, c.run.job/1e9, 100*c.lost, ideal, 100*c.base.job/c.lineBps, c.run.s.QPErrors)))
+	}
+	link("8x100G", 8, "≈ 0.4% with 8 × 100G planes")
+	link("1x800G", 1, "≈ 3% with one 800G plane")
+	for _, tp := range []struct {
+		name   string
+		planes int
+	}{{"8x100G", 8}, {"4x100G", 4}} {
+		if a := get(tp.name, "NIC port"); a != nil {
+			cs = append(cs, bandCheck("T8", fmt.Sprintf("one NIC port lost, %d planes: its node loses 1/planes of its throughput", tp.planes),
+				fmt.Sprintf("%.1f%%", 100/float64(tp.planes)), planeShare(tp.planes), 100*a.lost,
+				fmt.Sprintf("%s; %.0f → %.0f Gb/s, −%.2f%%", touches(a.run), a.base.job/1e9, a.run.job/1e9, 100*a.lost)))
+		}
 	}
 	if a := get("8x100G", "T0-side OSFP"); a != nil {
 		one := len(a.run.planes) == 1
 		for _, n := range a.run.touched {
 			one = one && n == 1
 		}
-		cs = append(cs, Check{Target: "T8", Claim: "a T0-side OSFP fault touches 8 nodes, one plane each; a touched node loses 1/planes (±1 pp)",
-			Expected: "8 nodes × 1 plane each",
-			Measured: fmt.Sprintf("%s; host 0 −%.2f%% (ideal %.2f%%)", touches(a.run), 100*a.lost, 100*a.ideal),
-			Pass:     len(a.run.touched) == 8 && one && near(a, 1.0/8)})
+		cs = append(cs,
+			holdsCheck("T8", "a T0-side OSFP fault touches 8 nodes, one plane each", "8 nodes × 1 plane each",
+				"a count the selector resolves to: exactly 8 nodes, each losing one port, all in one plane",
+				len(a.run.touched) == 8 && one, touches(a.run)),
+			bandCheck("T8", "a T0-side OSFP fault: a touched node keeps its other 7 planes (loses 1/8)", "each node keeps 7 of 8 planes running",
+				planeShare(8), 100*a.lost, fmt.Sprintf("host 0: %.0f → %.0f Gb/s, −%.2f%%", a.base.job/1e9, a.run.job/1e9, 100*a.lost)))
 	}
 	if a := get("8x100G", "NIC-side OSFP"); a != nil {
 		all := len(a.run.touched) == 1 && len(a.run.planes) == 8
 		for _, n := range a.run.touched {
 			all = all && n == 8
 		}
-		cs = append(cs, Check{Target: "T8", Claim: "a NIC-side OSFP fault touches every plane of one NIC: that node loses ≥ 99% of its throughput",
-			Expected: "all planes of one NIC",
-			Measured: fmt.Sprintf("%s; host 0 −%.2f%%; QP errors %d", touches(a.run), 100*a.lost, a.run.s.QPErrors),
-			Pass:     all && a.lost >= 0.99})
+		cs = append(cs,
+			holdsCheck("T8", "a NIC-side OSFP fault touches every plane of one NIC", "all planes of one NIC",
+				"a count the selector resolves to: one node, all 8 of its ports", all, touches(a.run)),
+			bandCheck("T8", "a NIC-side OSFP fault: that node loses all its throughput", "all planes of one NIC down",
+				AtLeast(99, "%", "no port of the NIC is up, so nothing reaches it: 1 point for frames counted at the window's edge"),
+				100*a.lost, fmt.Sprintf("host 0: %.0f → %.0f Gb/s, −%.2f%%; QP errors %d (retries count per packet here)", a.base.job/1e9, a.run.job/1e9, 100*a.lost, a.run.s.QPErrors)))
 	}
 	return cs
 }

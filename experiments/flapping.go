@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -37,13 +36,16 @@ func (flapping) SerialReason() string { return "" }
 
 func (flapping) TargetRows() []string { return []string{"T9"} }
 func (flapping) ClusterSets() []string {
-	return append([]string{"fabric.preset=C", "fabric.hosts=16"}, mrcSets(1)...)
+	return paperCluster(append([]string{"fabric.preset=C", "fabric.hosts=16"}, mrcSets(1)...)...)
 }
 func (flapping) Params() []Param {
 	return []Param{
 		{Key: "size", Default: "16M", Doc: "ring all-reduce size of one iteration (nccl-tests bytes); the job repeats it back to back"},
 		{Key: "flapAt", Default: "2ms", Doc: "virtual time the four links start flapping"},
 		{Key: "flapFor", Default: "10ms", Quick: "4ms", Full: "40ms", Doc: "how long they flap (the published minute, scaled: see the setup)"},
+		{Key: "flapPeriod", Default: "500us", Doc: "each link's flap cycle: one down per period (the paper gives none; 500 µs is MRC's probe interval of ASSUMED_BAD EVs, see the setup)"},
+		{Key: "flapDown", Default: "100us", Doc: "how long each flap holds its link down (longer than MRC's detection and EV replacement, tens of µs); < exp.flapPeriod"},
+		{Key: "flapJitter", Default: "100us", Doc: "each down starts up to this late in its period (uniform); exp.flapDown + exp.flapJitter ≤ exp.flapPeriod"},
 		{Key: "settle", Default: "1ms", Doc: "gap after the flapping ends before the 'after' window (two MRC probe intervals of ASSUMED_BAD paths)"},
 		{Key: "after", Default: "4ms", Quick: "2ms", Full: "10ms", Doc: "length of the 'after' window; the job runs until flapAt + flapFor + settle + after"},
 		{Key: "interval", Default: "50us", Doc: "throughput sampling interval of the time series"},
@@ -54,13 +56,23 @@ func (flapping) Describe() string {
 	return `Every host of cluster C (16 hosts, 4 planes × 100G, 4 T1s per plane) is a
 rank of a ring all-reduce (MRC, one QP per pair of ranks, spraying over every
 plane and T1 on uSID paths) that runs iteration after iteration — the job.
-The faults scenario flapping-4 makes four T0–T1 cables, drawn from the
-seed, flap from exp.flapAt for exp.flapFor: each goes down for 100 µs at
-the start of every 500 µs period (plus up to 100 µs of jitter), both
-directions. Scaling: the published run is four links flapping for a
-minute inside a long training job; here the flapping lasts exp.flapFor of
-virtual time (4 ms quick, 10 ms default, 40 ms full): many all-reduce
-iterations and MRC probe intervals (500 µs) long, 8–80 flaps per link.
+Four T0–T1 cables, drawn from the seed, flap (the faults scenario
+flapping-4's shape) from exp.flapAt for exp.flapFor: each goes down for
+exp.flapDown (100 µs) once in every exp.flapPeriod (500 µs), starting up
+to exp.flapJitter (100 µs) into the period, both directions. The paper
+(TARGETS T9: "four links flap for a minute", −25% during, full speed
+after, no QP fails) and the summaries TARGETS.md cites (seeds 000, 001) give no up or down
+times; they give MRC's time scales: a dead EV is replaced in ~10–20 µs
+(several tries may be needed), Clustermapper probes every ~1 ms, and a
+background probe revives kicked EVs on a scale of seconds. The chosen
+cycle keeps their order: a down (100 µs) outlasts detection and
+replacement, so every flap is a path failure with frames lost; the period
+equals MRC's probe interval of ASSUMED_BAD EVs (500 µs), so, as when a
+link flaps every few seconds against second-scale probes, each flap costs
+one detect–avoid–revive cycle; the link is down 20% of the time. Scaling:
+the published minute becomes exp.flapFor of virtual time (4 ms quick,
+10 ms default, 40 ms full): many all-reduce iterations long, 8–80 flaps
+per link.
 The same job runs without faults for the baseline. Job throughput is its
 goodput: the bytes every QP placed into memory (each byte once;
 retransmitted duplicates do not count) per exp.interval, averaged over a
@@ -204,7 +216,9 @@ func flJob(env *Env, cfg config.Config, plan *faults.Plan, size uint64, end sim.
 type flParams struct {
 	size                                     uint64
 	flapAt, flapFor, settle, after, interval time.Duration
+	flapPeriod, flapDown, flapJitter         time.Duration
 	payload                                  string
+	plan                                     *faults.Plan
 }
 
 func (flapping) params(env *Env) (flParams, error) {
@@ -213,8 +227,37 @@ func (flapping) params(env *Env) (flParams, error) {
 	p.size = r.size("size")
 	ds := r.durations("flapAt", "flapFor", "settle", "after", "interval")
 	p.flapAt, p.flapFor, p.settle, p.after, p.interval = ds[0], ds[1], ds[2], ds[3], ds[4]
+	p.flapPeriod, p.flapDown, p.flapJitter = r.duration("flapPeriod", false), r.duration("flapDown", false), r.duration("flapJitter", true)
 	p.payload = r.choice("payload", "real", "elided")
+	if err := r.err(); err != nil {
+		return p, err
+	}
+	var err error
+	switch {
+	case p.flapDown >= p.flapPeriod:
+		r.bad("flapDown", "%v is not shorter than exp.flapPeriod (%v): must be < exp.flapPeriod", p.flapDown, p.flapPeriod)
+	case p.flapDown+p.flapJitter > p.flapPeriod:
+		r.bad("flapJitter", "%v + exp.flapDown %v exceeds exp.flapPeriod %v: must be in [0, %v]", p.flapJitter, p.flapDown, p.flapPeriod, p.flapPeriod-p.flapDown)
+	case p.flapPeriod > p.flapFor:
+		r.bad("flapPeriod", "%v is longer than exp.flapFor (%v): no flap would happen; must be ≤ exp.flapFor", p.flapPeriod, p.flapFor)
+	default:
+		if p.plan, err = flPlan(p); err != nil {
+			r.bad("flapPeriod", "%v", err)
+		}
+	}
 	return p, r.err()
+}
+
+// flPlan is the faults plan of the flapping: the scenario flapping-4's
+// four random T0–T1 cables with p's cycle.
+func flPlan(p flParams) (*faults.Plan, error) {
+	var b strings.Builder
+	b.WriteString("events:\n")
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&b, "  - {name: flap %d, at: %v, duration: %v, kind: link_flap, target: \"random:t0-t1\", params: {period: %v, down: %v, jitter: %v}}\n",
+			i, p.flapAt, p.flapFor, p.flapPeriod, p.flapDown, p.flapJitter)
+	}
+	return faults.ParsePlan("flapping", []byte(b.String()))
 }
 
 // CheckParams implements ParamChecker.
@@ -243,10 +286,7 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := faults.Scenario("flapping-4", flapAt, flapFor)
-	if err != nil {
-		return nil, err
-	}
+	plan := p.plan
 	flapEnd := sim.Time(flapAt + flapFor)
 	end := flapEnd + sim.Time(settle+after)
 	n := cfg.Fabric.Hosts
@@ -314,9 +354,9 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 	for _, k := range fl.flaps {
 		total += k
 	}
-	res.Notes = fmt.Sprintf("Flapping: %s, %d flap-downs in all (four links, down %s at the start of every 500 µs period, jitter ≤ 100 µs) between %s and %s. "+
+	res.Notes = fmt.Sprintf("Flapping: %s, %d flap-downs in all (four links, down %s once in every %s period, starting up to %s into it) between %s and %s. "+
 		"The faults event log (events.jsonl) has %d entries. Job: ring all-reduce of %s over %d ranks, repeated until %s; payload %s.",
-		strings.Join(fl.targets, ", "), total, durText(100*time.Microsecond), durText(flapAt), durText(time.Duration(flapEnd)), fl.entries, collectives.FormatBytes(size), n, durText(time.Duration(end)), payload)
+		strings.Join(fl.targets, ", "), total, durText(p.flapDown), durText(p.flapPeriod), durText(p.flapJitter), durText(flapAt), durText(time.Duration(flapEnd)), fl.entries, collectives.FormatBytes(size), n, durText(time.Duration(end)), payload)
 	res.Files = []File{{Name: "events.jsonl", Data: fl.log}}
 	res.Plots = x.plots(base, fl, interval, flapAt, flapEnd, size, n)
 	res.Checks = x.checks(base, fl, ratio, payload)
@@ -352,11 +392,8 @@ func (flapping) plots(base, fl *flOut, interval, flapAt time.Duration, flapEnd s
 	return []Plot{tp, ip}
 }
 
-// checks compare with T9. Thresholds fixed before the first run: "full
-// speed after" is the after-window throughput within 5% of the fault-free
-// job's over the same window; the published −25% during the flapping is
-// matched in shape by a drop between 12.5% and 50% (within a factor of
-// two of it).
+// checks test T9 as published, on the median of the seeds (every seed
+// draws its own four links).
 func (flapping) checks(base, fl *flOut, ratio map[string]float64, payload string) []Check {
 	verified := ""
 	if payload == "real" {
@@ -364,18 +401,18 @@ func (flapping) checks(base, fl *flOut, ratio map[string]float64, payload string
 	}
 	drop := 1 - ratio["during"]
 	return []Check{
-		{Target: "T9", Claim: "no QP fails: every iteration of the job completes while the links flap" + verified,
-			Expected: "no QP fails",
-			Measured: fmt.Sprintf("%d iterations, %d QPs in error, %d retransmissions, %d timeouts%s", len(fl.iters), fl.qpErrors, fl.retx, fl.timeouts, errSuffix(fl.err)),
-			Pass:     fl.err == nil && fl.qpErrors == 0 && len(fl.iters) > 0},
-		{Target: "T9", Claim: "full speed after: job throughput after the flapping within 5% of the fault-free job's",
-			Expected: "full speed after the flaps",
-			Measured: fmt.Sprintf("after: %+.1f%% against no faults (before the flapping: %+.1f%%)", 100*(ratio["after"]-1), 100*(ratio["before"]-1)),
-			Pass:     math.Abs(ratio["after"]-1) <= 0.05},
-		{Target: "T9", Claim: "job throughput drops by 12.5–50% while four links flap (the published −25% within a factor of two)",
-			Expected: "−25% during the flaps",
-			Measured: fmt.Sprintf("during: %+.1f%% against no faults", -100*drop),
-			Pass:     drop >= 0.125 && drop <= 0.5},
+		holdsCheck("T9", "no QP fails: every iteration of the job completes while the links flap"+verified, "no QP fails",
+			"the published claim is yes/no: no QP of the job fails (0 QPs in error and every iteration completes)",
+			fl.err == nil && fl.qpErrors == 0 && len(fl.iters) > 0,
+			fmt.Sprintf("%d iterations, %d QPs in error, %d retransmissions, %d timeouts%s", len(fl.iters), fl.qpErrors, fl.retx, fl.timeouts, errSuffix(fl.err))),
+		bandCheck("T9", "full speed after: job throughput after the flapping, against the fault-free job's over the same window", "full speed after the flaps",
+			AtLeast(95, "%", "full speed is the fault-free job's rate; 5% allows the two runs' iterations being out of phase in a window a few iterations long (the synchronous ring's start-up and tail in each)"),
+			100*ratio["after"],
+			fmt.Sprintf("after: %+.1f%% against no faults (before the flapping: %+.1f%%)", 100*(ratio["after"]-1), 100*(ratio["before"]-1))),
+		bandCheck("T9", "job throughput drop while four links flap", "−25% during the flaps",
+			Between(15, 35, "%", "the paper's one production reading, \"−25%\", given to two digits without a spread; ±10 points keeps it apart from \"barely touched\" (< 10%) and from \"halved\""),
+			100*drop,
+			fmt.Sprintf("during: %+.1f%% against no faults; %d retransmissions, %d timeouts", -100*drop, fl.retx, fl.timeouts)),
 	}
 }
 
