@@ -10,9 +10,17 @@ import (
 // The whole per-packet path — transport, engine, NIC, ports, links,
 // switches, the loop — allocates nothing in steady state: measured over
 // 2 ms of a running transfer (payload elided), after 1 ms of warm-up.
+// The timed variant adds switch and NIC latencies and writes of 64 KiB,
+// so that completions flow through the NIC's receive latency throughout.
 func TestSteadyStateAllocationsPerPacket(t *testing.T) {
-	for _, kind := range []string{"mrc", "roce"} {
-		c, err := New(load(t, "fabric.preset=C", "fabric.hosts=16", "transport.kind="+kind, "transport.payload=elided"), nil)
+	timed := []string{"fabric.switchLatency=500ns", "host.nicTxLatency=1us", "host.nicRxLatency=1us"}
+	for _, run := range []struct {
+		kind  string
+		sets  []string
+		chunk uint64
+	}{{"mrc", nil, 1 << 30}, {"roce", nil, 1 << 30}, {"mrc", timed, 64 << 10}, {"roce", timed, 64 << 10}} {
+		kind := run.kind
+		c, err := New(load(t, append([]string{"fabric.preset=C", "fabric.hosts=16", "transport.kind=" + kind, "transport.payload=elided"}, run.sets...)...), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -20,7 +28,7 @@ func TestSteadyStateAllocationsPerPacket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.StartTransfer(ps[0], c.Region(0, 1<<30, nil), c.Region(15, 1<<30, nil), 1<<30, 1<<30); err != nil {
+		if _, err := c.StartTransfer(ps[0], c.Region(0, 1<<30, nil), c.Region(15, 1<<30, nil), 1<<30, run.chunk); err != nil {
 			t.Fatal(err)
 		}
 		c.Loop.RunUntil(sim.Millisecond)
@@ -32,7 +40,7 @@ func TestSteadyStateAllocationsPerPacket(t *testing.T) {
 		runtime.ReadMemStats(&m1)
 		pkts := ps[0].A.T.Stats().DataPacketsSent - sent0
 		allocs := m1.Mallocs - m0.Mallocs
-		t.Logf("%s: %d data packets in 2 ms of virtual time, %d allocations (%.4f per packet)", kind, pkts, allocs, float64(allocs)/float64(pkts))
+		t.Logf("%s %v: %d data packets in 2 ms of virtual time, %d allocations (%.4f per packet)", kind, run.sets, pkts, allocs, float64(allocs)/float64(pkts))
 		if pkts < 1000 || float64(allocs)/float64(pkts) > 0.01 {
 			t.Errorf("%s: %d allocations for %d packets", kind, allocs, pkts)
 		}

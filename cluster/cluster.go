@@ -52,7 +52,11 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 			p.Lossless |= 1 << pr
 		}
 		rate := max(f.HostLinkBps(), f.FabricLinkBps())
-		delay := max(f.HostLinkPropDelay(), f.FabricLinkPropDelay())
+		// A link's delay here is its propagation delay plus the sending
+		// switch's forwarding latency: the PAUSE a switch sends crosses its
+		// pipeline, and frames the upstream switch sent before it heard are
+		// in its pipeline as well as on the wire (fabric.Link.Pipeline).
+		delay := max(f.HostLinkPropDelay(), f.FabricLinkPropDelay()) + f.SwitchPipeline()
 		// Headroom: what arrives after XOFF leaves — 3 × rate × delay (or
 		// the configured bytes) plus a maximum frame at each end.
 		p.Headroom = q.PFC.Headroom(rate, delay) + 2*maxFrame
@@ -87,10 +91,12 @@ func BuildTopology(loop *sim.Loop, c config.Config) (*fabric.Topology, error) {
 	switch f.Topology {
 	case config.TopologyFatTree:
 		// Validation guarantees one link speed and delay throughout.
-		topo, err = fabric.BuildFatTree(loop, fabric.FatTreeSpec{K: f.K, Rate: f.HostLinkBps(), Delay: f.HostLinkPropDelay()}, o)
+		topo, err = fabric.BuildFatTree(loop, fabric.FatTreeSpec{K: f.K, Rate: f.HostLinkBps(), Delay: f.HostLinkPropDelay(),
+			SwitchLatency: f.SwitchPipeline()}, o)
 	default:
 		topo, err = fabric.BuildClos(loop, fabric.ClosSpec{Planes: f.Planes, HostsPerT0: f.HostsPerT0, T0: f.T0PerPlane, T1: f.T1PerPlane,
-			HostRate: f.HostLinkBps(), FabricRate: f.FabricLinkBps(), HostDelay: f.HostLinkPropDelay(), FabricDelay: f.FabricLinkPropDelay()}, o)
+			HostRate: f.HostLinkBps(), FabricRate: f.FabricLinkBps(), HostDelay: f.HostLinkPropDelay(), FabricDelay: f.FabricLinkPropDelay(),
+			SwitchLatency: f.SwitchPipeline()}, o)
 	}
 	if err != nil {
 		return nil, err
@@ -205,11 +211,23 @@ func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP, NoNetstack: !c.Host.Netstack})
+	tx, rx := c.Host.NICLatencies()
+	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), TCP: c.Host.TCP, NoNetstack: !c.Host.Netstack,
+		NICTxLatency: tx, NICRxLatency: rx})
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}, nil
+	cl := &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}
+	cl.setRouting()
+	return cl, nil
+}
+
+// setRouting turns on ECMP routing reconvergence (fabric.ecmpReconvergence)
+// on the cluster's Scheduler: call it again whenever that changes.
+func (c *Cluster) setRouting() {
+	if d, ok := c.Config.Fabric.Reconvergence(); ok {
+		c.Topo.SetReconvergence(d, c.Scheduler())
+	}
 }
 
 // Close releases the hosts' netstacks.

@@ -83,7 +83,9 @@ func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	tx, rx := c.Host.NICLatencies()
 	hosts, err := endpoint.NewHosts(loop, topo, endpoint.HostOptions{MTU: uint32(c.Fabric.MTU), NoNetstack: !c.Host.Netstack,
+		NICTxLatency: tx, NICRxLatency: rx,
 		Partition: func(h int) (*sim.Loop, *fabric.Topology) {
 			p := pt.HostPart[h]
 			return pt.Loops[p], pt.Views[p]
@@ -99,6 +101,7 @@ func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if parts == 1 {
 		cl.Loop = loop
 	}
+	cl.setRouting()
 	return cl, nil
 }
 
@@ -239,6 +242,7 @@ func newClassic(c config.Config) (*Cluster, error) {
 		return nil, err
 	}
 	cl.par = &partitioned{run: run, workers: 1}
+	cl.setRouting() // its Scheduler is now the windows' global events
 	return cl, nil
 }
 

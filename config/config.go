@@ -68,16 +68,26 @@ const (
 	MaxSwitchDim = 1024              // max hostsPerT0, t0PerPlane, t1PerPlane
 	MaxLinkBps   = 1_600_000_000_000 // 1.6 Tb/s
 	MaxLinkDelay = time.Second       // max propagation delay of one link
-	MinMTU       = 1280              // IPv6 minimum link MTU
-	MaxMTU       = 9216              // jumbo frames
-	MaxIFGBytes  = 64                // preamble + IFG overhead
-	MinTrimBytes = 64                // smallest trimmed packet
-	MaxTrimBytes = 512               // largest trimmed packet
-	MinFatTreeK  = 4                 // smallest fat-tree arity
-	MaxFatTreeK  = 64                // largest fat-tree arity
-	MaxPriority  = 7                 // 802.1p priorities are 0..7
-	MinPMTU      = 256               // smallest MRC payload per packet
-	MaxPMTU      = 4096              // largest MRC payload per packet
+	// MaxSwitchLatency bounds fabric.switchLatency and MaxNICLatency
+	// host.nicTxLatency and host.nicRxLatency: 100 µs, two orders of
+	// magnitude above any switch pipeline or NIC (hundreds of ns to a few
+	// µs).
+	MaxSwitchLatency = 100 * time.Microsecond
+	MaxNICLatency    = 100 * time.Microsecond
+	// MaxECMPReconvergence bounds fabric.ecmpReconvergence: 10 s, beyond
+	// BGP's slowest detection with its default timers shortened to the
+	// 3 s / 9 s data centres use (RFC 7938 §7.1).
+	MaxECMPReconvergence = 10 * time.Second
+	MinMTU               = 1280 // IPv6 minimum link MTU
+	MaxMTU               = 9216 // jumbo frames
+	MaxIFGBytes          = 64   // preamble + IFG overhead
+	MinTrimBytes         = 64   // smallest trimmed packet
+	MaxTrimBytes         = 512  // largest trimmed packet
+	MinFatTreeK          = 4    // smallest fat-tree arity
+	MaxFatTreeK          = 64   // largest fat-tree arity
+	MaxPriority          = 7    // 802.1p priorities are 0..7
+	MinPMTU              = 256  // smallest MRC payload per packet
+	MaxPMTU              = 4096 // largest MRC payload per packet
 	// MRCPacketOverhead is what a full MRC data packet adds to its payload
 	// inside the IPv6 MTU: IPv6 40, UDP 8, BTH+METH+TSETH+RETH 36, ICRC 4.
 	MRCPacketOverhead = 88
@@ -151,6 +161,19 @@ type FabricConfig struct {
 	HostLinkDelay string `mapstructure:"hostLinkDelay" yaml:"hostLinkDelay" json:"hostLinkDelay"`
 	// FabricLinkDelay is the fabric link propagation delay (Go duration), 0..1s.
 	FabricLinkDelay string `mapstructure:"fabricLinkDelay" yaml:"fabricLinkDelay" json:"fabricLinkDelay"`
+	// SwitchLatency is every switch's forwarding (pipeline) latency (Go
+	// duration), 0..100µs: each frame a switch sends — after its egress
+	// queue and serialization — reaches the wire this much later, so every
+	// switch traversal costs it once (fabric.Link.Pipeline).
+	SwitchLatency string `mapstructure:"switchLatency" yaml:"switchLatency" json:"switchLatency"`
+	// ECMPReconvergence is the BGP-style routing reconvergence delay of
+	// forwarding ecmp (Go duration), 0..10s: a link that goes down stays
+	// in the switches' ECMP groups (flows hashed onto it are lost) until
+	// this much later, when every switch drops the next hops that no
+	// longer reach a destination; a link coming up is put back the same
+	// delay later. "" (the default) never reconverges: the groups stay as
+	// built, as before the field existed. uSID forwarding is unaffected.
+	ECMPReconvergence string `mapstructure:"ecmpReconvergence" yaml:"ecmpReconvergence" json:"ecmpReconvergence"`
 	// MTU is the IPv6 payload MTU in bytes, 1280..9216.
 	MTU int `mapstructure:"mtu" yaml:"mtu" json:"mtu"`
 	// Forwarding is "ecmp", "usid" or "static".
@@ -263,6 +286,18 @@ type HostConfig struct {
 	// transports) does not: false builds bare NICs, for runs of 10^5 hosts.
 	// host.tcp needs it.
 	Netstack bool `mapstructure:"netstack" yaml:"netstack" json:"netstack"`
+	// NICTxLatency is the NIC's transmit latency (Go duration), 0..100µs:
+	// from the post of a work request to the NIC taking it (doorbell, WQE
+	// fetch, DMA), so its first packet leaves this much later. Packets the
+	// transport sends on its own (ACKs, NACKs, retransmissions) are not
+	// delayed.
+	NICTxLatency string `mapstructure:"nicTxLatency" yaml:"nicTxLatency" json:"nicTxLatency"`
+	// NICRxLatency is the NIC's receive latency (Go duration), 0..100µs:
+	// from the transport completing a message (the last packet of a
+	// WriteImm placed, the ACK that completes a request) to the
+	// completion being visible to the application. Per-packet ACK/NACK
+	// generation and the transport's reaction to ACKs are not delayed.
+	NICRxLatency string `mapstructure:"nicRxLatency" yaml:"nicRxLatency" json:"nicRxLatency"`
 }
 
 // TransportConfig selects the RDMA transport.
@@ -435,21 +470,23 @@ func Default() Config {
 	c := Config{
 		Seed: 1,
 		Fabric: FabricConfig{
-			Topology:        TopologyClos,
-			Preset:          "",
-			Planes:          4,
-			HostsPerT0:      4,
-			T0PerPlane:      4,
-			T1PerPlane:      4,
-			K:               0,
-			HostLinkSpeed:   defaultSpeed,
-			FabricLinkSpeed: defaultSpeed,
-			HostLinkDelay:   defaultDelay,
-			FabricLinkDelay: defaultDelay,
-			MTU:             4200,
-			Forwarding:      ForwardingUSID,
-			ECMPSeed:        0,
-			IFGBytes:        20,
+			Topology:          TopologyClos,
+			Preset:            "",
+			Planes:            4,
+			HostsPerT0:        4,
+			T0PerPlane:        4,
+			T1PerPlane:        4,
+			K:                 0,
+			HostLinkSpeed:     defaultSpeed,
+			FabricLinkSpeed:   defaultSpeed,
+			HostLinkDelay:     defaultDelay,
+			FabricLinkDelay:   defaultDelay,
+			SwitchLatency:     "0s",
+			ECMPReconvergence: "",
+			MTU:               4200,
+			Forwarding:        ForwardingUSID,
+			ECMPSeed:          0,
+			IFGBytes:          20,
 			Queue: QueueConfig{
 				BufferBytes: DefaultBuffer,
 				ECN: ECNConfig{
@@ -478,7 +515,7 @@ func Default() Config {
 				},
 			},
 		},
-		Host: HostConfig{TCP: false, Netstack: true},
+		Host: HostConfig{TCP: false, Netstack: true, NICTxLatency: "0s", NICRxLatency: "0s"},
 		Transport: TransportConfig{
 			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
 			MRC: MRCTransportConfig{EVsPerQP: 128, MPRUnits: 1, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2,
@@ -578,6 +615,25 @@ func (f FabricConfig) FabricLinkPropDelay() time.Duration {
 	return durationOrZero(f.FabricLinkDelay)
 }
 
+// SwitchPipeline is SwitchLatency parsed, or 0 if it does not parse.
+func (f FabricConfig) SwitchPipeline() time.Duration { return durationOrZero(f.SwitchLatency) }
+
+// Reconvergence is ECMPReconvergence parsed, and false when it is ""
+// (never reconverge) or does not parse.
+func (f FabricConfig) Reconvergence() (time.Duration, bool) {
+	if f.ECMPReconvergence == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(f.ECMPReconvergence)
+	return d, err == nil
+}
+
+// NICLatencies are NICTxLatency and NICRxLatency parsed (0 for one that
+// does not parse).
+func (h HostConfig) NICLatencies() (tx, rx time.Duration) {
+	return durationOrZero(h.NICTxLatency), durationOrZero(h.NICRxLatency)
+}
+
 // FatTreeShape returns the k-ary fat-tree switch counts: edge (= T0) and
 // aggregation switches in total (k^2/2 each), core switches ((k/2)^2) and
 // hosts per edge switch (k/2). Zero for a topology other than fattree.
@@ -601,7 +657,8 @@ func (w PFCWatchdogConfig) RestorationTime() time.Duration {
 }
 
 // Headroom returns the PFC headroom in bytes for a link of rateBps and
-// one-way propagation delay: HeadroomBytes when set, otherwise
+// one-way delay (propagation plus the sending switch's forwarding latency,
+// fabric.switchLatency): HeadroomBytes when set, otherwise
 // ceil(3 × rate × delay / 8).
 func (p PFCConfig) Headroom(rateBps uint64, delay time.Duration) int {
 	if p.HeadroomBytes > 0 {

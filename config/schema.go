@@ -41,6 +41,7 @@ var inlineRules = map[string]string{
 	"fabric.k":                              fmt.Sprintf("even, %d..%d (≤ 44 with forwarding usid: k²/2 edge switches in the uSID plan's 1024); clos: unused (0)", MinFatTreeK, MaxFatTreeK),
 	"fabric.fabricLinkSpeed":                "fattree: must equal fabric.hostLinkSpeed",
 	"fabric.fabricLinkDelay":                "fattree: must equal fabric.hostLinkDelay",
+	"fabric.ecmpReconvergence":              `or "": never (the ECMP groups stay as built); used with forwarding ecmp`,
 	"fabric.queue.bufferBytes":              fmt.Sprintf("> 0 and ≤ %d (MaxBufferBytes, 256 MiB); ≥ 2 × fabric.mtu", MaxBufferBytes),
 	"fabric.queue.ecn.preset":               "its Kmax at the fabric link rate (and the host link rate with lastHop) ≤ fabric.queue.bufferBytes, else bufferBytes is refused; htsim's is checked when the fabric is built (it depends on the base RTT)",
 	"fabric.queue.ecn.kminBytes":            "custom: ≥ 0 and < fabric.queue.ecn.kmaxBytes; other presets: 0",
@@ -49,7 +50,7 @@ var inlineRules = map[string]string{
 	"fabric.queue.pfc.sharedBufferBytes":    fmt.Sprintf("0..%d; 0 = the switch's ports × fabric.queue.bufferBytes; used in mode dynamic", MaxBufferBytes),
 	"fabric.queue.pfc.xoffBytes":            "> fabric.queue.pfc.xonBytes and < fabric.queue.bufferBytes (checked in both modes, used in static)",
 	"fabric.queue.pfc.xonBytes":             "≥ 0",
-	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link", MaxBufferBytes),
+	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link (its propagation delay + fabric.switchLatency)", MaxBufferBytes),
 	"fabric.queue.pfc.watchdog.restoration": `or "": 2 × detection`,
 	"host.tcp":                              "true needs host.netstack",
 	"transport.mrc.pmtu":                    fmt.Sprintf("with kind mrc, pmtu + %d (IPv6, UDP, MRC headers, ICRC) ≤ fabric.mtu", MRCPacketOverhead),
@@ -101,6 +102,7 @@ func schemaProbe() Config {
 	q.ECN.Enabled, q.Trim.Enabled, q.PFC.Enabled, q.PFC.Watchdog.Enabled = true, true, true, true
 	c.Transport.MRC.RTO = "1ms"
 	c.Transport.RoCE.Timeout = "1ms"
+	c.Fabric.ECMPReconvergence = "50ms"
 	return c
 }
 

@@ -163,6 +163,17 @@ func (v *validator) delay(path, s string) {
 	}
 }
 
+// boundedDuration checks a duration in [0, hi].
+func (v *validator) boundedDuration(path, s string, hi time.Duration, example string) {
+	v.rule(path, "duration", "0.."+shortDuration(hi))
+	d, ok := v.duration(path, s, example)
+	switch {
+	case !ok:
+	case d < 0 || d > hi:
+		v.add(path, "must be 0.."+shortDuration(hi), s)
+	}
+}
+
 // positiveDuration checks a required duration in (0, hi] and returns it.
 func (v *validator) positiveDuration(path, s string, hi time.Duration) (time.Duration, bool) {
 	v.rule(path, "duration", "> 0 and ≤ "+shortDuration(hi))
@@ -294,6 +305,8 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 		v.add("transport.mrc.pmtu", fmt.Sprintf("must be ≤ fabric.mtu − %d (%d): a full MRC packet must fit the MTU",
 			MRCPacketOverhead, c.Fabric.MTU-MRCPacketOverhead), c.Transport.MRC.PMTU)
 	}
+	v.boundedDuration("host.nicTxLatency", c.Host.NICTxLatency, MaxNICLatency, "1us")
+	v.boundedDuration("host.nicRxLatency", c.Host.NICRxLatency, MaxNICLatency, "1us")
 	if c.Host.TCP && !c.Host.Netstack {
 		v.add("host.tcp", "needs host.netstack", c.Host.TCP)
 	}
@@ -469,6 +482,10 @@ func (f *FabricConfig) validate(v *validator) {
 	v.speed("fabric.fabricLinkSpeed", f.FabricLinkSpeed)
 	v.delay("fabric.hostLinkDelay", f.HostLinkDelay)
 	v.delay("fabric.fabricLinkDelay", f.FabricLinkDelay)
+	v.boundedDuration("fabric.switchLatency", f.SwitchLatency, MaxSwitchLatency, "500ns")
+	if f.ECMPReconvergence != "" {
+		v.boundedDuration("fabric.ecmpReconvergence", f.ECMPReconvergence, MaxECMPReconvergence, "50ms")
+	}
 	mtuOK := v.intRange("fabric.mtu", f.MTU, MinMTU, MaxMTU)
 	v.oneOf("fabric.forwarding", f.Forwarding, ForwardingECMP, ForwardingUSID, ForwardingStatic)
 	v.intRange("fabric.ifgBytes", f.IFGBytes, 0, MaxIFGBytes)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"slices"
+	"time"
 
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
@@ -54,8 +55,66 @@ type Engine struct {
 	// before the plane stops counting as free for data (default: one
 	// maximum frame, so one frame waits behind the one on the wire).
 	FreeBytes int
-	Counters  EngineCounters
+	// TxLatency is the NIC's transmit latency: a posted work request
+	// reaches its transport this much after Post (doorbell, WQE fetch,
+	// DMA), so its first packet leaves that much later.
+	// RxLatency is the receive latency: a completion the transport
+	// produces (a WriteImm's RecvImm, a request's completion after its
+	// ACK) reaches the CQ this much later. Neither delays a packet the
+	// transport sends or takes (ACKs, NACKs, retransmissions, the
+	// transport's reaction to an ACK): NIC hardware does those, and
+	// delaying them would inflate the RTT the transport measures. Set
+	// them before the first Post (HostOptions.NICTxLatency/NICRxLatency).
+	TxLatency, RxLatency time.Duration
+	Counters             EngineCounters
+
+	posts fifo[pendingPost]       // posted, not yet handed to the transport (TxLatency)
+	cqes  fifo[pendingCompletion] // produced, not yet on their CQ (RxLatency)
 }
+
+// Engine event arguments besides a QP's timer (whose argument is its QPN,
+// ≥ FirstQPN).
+const (
+	evPost       = 0 // the oldest pending post reaches its transport
+	evCompletion = 1 // the oldest pending completion reaches its CQ
+)
+
+type pendingPost struct {
+	s  *qpSlot
+	wr verbs.WorkRequest
+}
+
+type pendingCompletion struct {
+	cq *CQ
+	c  verbs.Completion
+}
+
+// fifo is a queue that reuses its storage: no allocation in steady state.
+type fifo[T any] struct {
+	q    []T
+	head int
+}
+
+func (f *fifo[T]) push(x T) {
+	if f.head > 0 && f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	} else if f.head > 64 && 2*f.head >= len(f.q) {
+		n := copy(f.q, f.q[f.head:])
+		clear(f.q[n:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, x)
+}
+
+func (f *fifo[T]) pop() T {
+	x := f.q[f.head]
+	var zero T
+	f.q[f.head] = zero
+	f.head++
+	return x
+}
+
+func (f *fifo[T]) len() int { return len(f.q) - f.head }
 
 // EngineCounters count the engine's traffic.
 type EngineCounters struct {
@@ -122,7 +181,8 @@ func (h *Host) RDMA() *Engine {
 	}
 	n := h.NIC
 	e := &Engine{nic: n, loop: h.loop, scratch: make([]byte, verbs.MaxTxBytes),
-		fullMask: 1<<len(n.ports) - 1, upMask: 1<<len(n.ports) - 1, FreeBytes: n.topo.Pool.LargeCap}
+		fullMask: 1<<len(n.ports) - 1, upMask: 1<<len(n.ports) - 1, FreeBytes: n.topo.Pool.LargeCap,
+		TxLatency: n.sh.opts.NICTxLatency, RxLatency: n.sh.opts.NICRxLatency}
 	n.RDMA = e
 	return e
 }
@@ -189,11 +249,24 @@ func Connect(ea *Engine, a verbs.Transport, attrA verbs.QPAttrs, eb *Engine, b v
 	return nil
 }
 
-// Post posts a work request on qpn and lets the QP send.
+// Post posts a work request on qpn and lets the QP send. With TxLatency
+// the request reaches the transport that much later: Post checks now what
+// the transports check (the QP's state, the opcode, the length, the local
+// memory range) and returns their errors; a QP that fails in between
+// completes the request with StatusFlushed, as a NIC flushes its send
+// queue.
 func (e *Engine) Post(qpn uint32, wr verbs.WorkRequest) error {
 	s := e.slot(qpn)
 	if s == nil {
 		return verbs.ErrNotReady
+	}
+	if e.TxLatency > 0 {
+		if err := e.checkPost(s, wr); err != nil {
+			return err
+		}
+		e.posts.push(pendingPost{s, wr})
+		e.loop.Post(e.loop.Now()+sim.Time(e.TxLatency), e, evPost)
+		return nil
 	}
 	if err := s.t.Post(int64(e.loop.Now()), wr); err != nil {
 		return err
@@ -202,6 +275,38 @@ func (e *Engine) Post(qpn uint32, wr verbs.WorkRequest) error {
 	e.activate(s)
 	e.pump()
 	return nil
+}
+
+// checkPost is what both transports' Post check, in their order.
+func (e *Engine) checkPost(s *qpSlot, wr verbs.WorkRequest) error {
+	switch s.t.State() {
+	case verbs.QPReset:
+		return verbs.ErrNotReady
+	case verbs.QPError:
+		return verbs.ErrQPError
+	}
+	if wr.Op != verbs.OpWrite && wr.Op != verbs.OpWriteImm {
+		return verbs.ErrBadOpcode
+	}
+	if wr.Length > 1<<31 {
+		return verbs.ErrTooLong
+	}
+	_, err := e.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length)
+	return err
+}
+
+// postDue hands the oldest pending post to its transport (TxLatency).
+func (e *Engine) postDue() {
+	p := e.posts.pop()
+	s := p.s
+	if err := s.t.Post(int64(e.loop.Now()), p.wr); err != nil {
+		// Checked at Post: the QP failed since.
+		e.deliver(s.cq, verbs.Completion{WRID: p.wr.ID, QPN: s.t.QPN(), Op: p.wr.Op, Status: verbs.StatusFlushed, Bytes: p.wr.Length})
+		return
+	}
+	e.collect(s)
+	e.activate(s)
+	e.pump()
 }
 
 func (e *Engine) activate(s *qpSlot) {
@@ -383,8 +488,17 @@ func (e *Engine) rearm(s *qpSlot) {
 	s.timer = e.loop.Schedule(at, e, uint64(s.t.QPN()))
 }
 
-// OnEvent runs a QP's timers.
+// OnEvent runs a QP's timers, and the NIC latencies' deliveries.
 func (e *Engine) OnEvent(arg uint64) {
+	switch arg {
+	case evPost:
+		e.postDue()
+		return
+	case evCompletion:
+		c := e.cqes.pop()
+		c.cq.push(c.c)
+		return
+	}
 	s := e.slot(uint32(arg))
 	e.Counters.TimerRuns++
 	s.lastTick, s.ticked = e.loop.Now(), true
@@ -395,13 +509,23 @@ func (e *Engine) OnEvent(arg uint64) {
 	e.pump()
 }
 
-// collect moves the QP's completions to its CQ.
+// collect moves the QP's completions to its CQ (RxLatency later).
 func (e *Engine) collect(s *qpSlot) {
 	e.comps = s.t.PollCompletions(e.comps[:0])
 	for _, c := range e.comps {
-		e.Counters.Completions++
-		s.cq.push(c)
+		e.deliver(s.cq, c)
 	}
+}
+
+// deliver puts c on cq, at once or RxLatency later.
+func (e *Engine) deliver(cq *CQ, c verbs.Completion) {
+	e.Counters.Completions++
+	if e.RxLatency <= 0 {
+		cq.push(c)
+		return
+	}
+	e.cqes.push(pendingCompletion{cq, c})
+	e.loop.Post(e.loop.Now()+sim.Time(e.RxLatency), e, evCompletion)
 }
 
 // TxReady implements TxReadyEngine: plane's port sent a frame or its link

@@ -6,6 +6,7 @@ import (
 	mrand "math/rand/v2"
 	"strconv"
 	"sync"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -52,6 +53,9 @@ type HostOptions struct {
 	// RDMAChecksum makes SendRDMA compute the UDP checksum of RDMA frames
 	// whose payload is fully stored. Off (checksum 0), as RoCEv2 NICs send.
 	RDMAChecksum bool
+	// NICTxLatency and NICRxLatency are every RDMA engine's TxLatency and
+	// RxLatency (host.nicTxLatency, host.nicRxLatency).
+	NICTxLatency, NICRxLatency time.Duration
 }
 
 // Host is one virtual host: a netstack and the NIC wiring it to the fabric.

@@ -49,7 +49,6 @@ func quickEnv(t *testing.T, e Experiment, sets ...string) *Env {
 // keeps 66% at 0.1% loss, was 98% with 4 units). With issue #16's NSCC and
 // loss rules flapping's drop (−16.9%) is now inside the published range.
 var knownDiffers = map[string]string{
-	"p2p: 32 KiB writes: near line rate (≥ 90%), the same (within 5 points) within T0 and across T1":                           "T1, one MPR unit caps an 800G NIC across T1 at ~55%",
 	"allreduce-loss: 0.1% loss: MRC nearly unaffected (keeps ≥ 80% of its no-loss busbw) and keeps more than every RoCE setup": "T3, one MPR unit: MRC keeps ~66% at 0.1% loss",
 	// One seed's T0–T1 cable cut is at the noise floor of its window
 	// (issue #15); with htsim's ECN for MRC (issue #16's auto) 8×100G

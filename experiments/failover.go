@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/faults"
 	"github.com/vcluster/vcluster/sim"
 )
@@ -33,7 +35,7 @@ func (failover) SerialReason() string { return "" }
 
 func (failover) TargetRows() []string { return []string{"T7"} }
 func (failover) ClusterSets() []string {
-	return []string{"fabric.preset=C", "fabric.hosts=16"}
+	return paperCluster(withPaperTiming("fabric.preset=C", "fabric.hosts=16")...)
 }
 func (failover) Params() []Param {
 	return []Param{
@@ -41,6 +43,7 @@ func (failover) Params() []Param {
 		{Key: "cutAt", Default: "300us", Quick: "100us", Doc: "virtual time the link goes down (and stays down)"},
 		{Key: "interval", Default: "10us", Doc: "throughput sampling interval (bytes received at the destination NIC, all planes)"},
 		{Key: "deadline", Default: "50ms", Doc: "virtual-time cap: a transfer not done by then is stalled"},
+		{Key: "reconvergence", Default: config.PaperECMPReconvergence, Doc: "RoCE cell's fabric.ecmpReconvergence: the BGP-style delay after which the ECMP switches route around the cut link (config.PaperECMPReconvergence); 0..10s"},
 	}
 }
 func (failover) Describe() string {
@@ -49,8 +52,10 @@ carried and compared byte for byte. At exp.cutAt the busiest T0–T1 link at
 that moment (faults selector busiest:t0-t1: a link on the transfer's active
 path) goes down in both directions and stays down. MRC: uSID, spraying over
 every plane; its path-state machine must move off the dead path. RoCE: ECMP,
-go-back-N; ECMP here has no routing reconvergence, so the flow keeps hashing
-onto the dead link until the QP's retries run out. The fault is measured by
+go-back-N, with BGP-style routing reconvergence (fabric.ecmpReconvergence =
+exp.reconvergence): the flow keeps hashing onto the dead link until the
+switches route around it, so it stalls until then — or until its retries run
+out, whichever comes first. The fault is measured by
 the faults package's recorder (first loss, detection, bypass = the last data
 frame sent into the dead link, frames lost); the drill also runs the same
 transfer without the fault for the slowdown. Throughput over time is the
@@ -64,44 +69,58 @@ type foCell struct {
 	mrc     bool
 	s       *faults.Summary
 	samples []float64 // Gb/s per interval
+	// RoCE: go-back-N timeout and retry count, from the cluster.
+	timeout time.Duration
+	retries int
+}
+
+// foParams are failover's parameters.
+type foParams struct {
+	size                                  uint64
+	cutAt, interval, deadline, reconverge time.Duration
 }
 
 // params reads failover's parameters.
-func (failover) params(env *Env) (size uint64, cutAt, interval, deadline time.Duration, err error) {
+func (failover) params(env *Env) (foParams, error) {
 	r := newParamReader(env)
-	size = r.size("bytes")
+	p := foParams{size: r.size("bytes")}
 	d := r.durations("cutAt", "interval", "deadline")
-	return size, d[0], d[1], d[2], r.err()
+	p.cutAt, p.interval, p.deadline = d[0], d[1], d[2]
+	if p.reconverge = r.duration("reconvergence", true); p.reconverge > config.MaxECMPReconvergence {
+		r.bad("reconvergence", "%q is out of range; must be a duration in [0, %v] (fabric.ecmpReconvergence)", r.p["reconvergence"], config.MaxECMPReconvergence)
+	}
+	return p, r.err()
 }
 
 // CheckParams implements ParamChecker.
 func (x failover) CheckParams(env *Env) error {
-	_, _, _, _, err := x.params(env)
+	_, err := x.params(env)
 	return err
 }
 
 // PayloadBytesPerHost implements PayloadEstimator: the transfer is real
 // (verified byte for byte); its source and destination each hold it.
 func (x failover) PayloadBytesPerHost(env *Env) uint64 {
-	size, _, _, _, err := x.params(env)
+	p, err := x.params(env)
 	if err != nil {
 		return 0
 	}
-	return size
+	return p.size
 }
 
 func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, cutAt, interval, deadline, err := x.params(env)
+	prm, err := x.params(env)
 	if err != nil {
 		return nil, err
 	}
+	size, cutAt, interval, deadline := prm.size, prm.cutAt, prm.interval, prm.deadline
 	plan, err := faults.ParsePlan("failover", []byte(fmt.Sprintf("events:\n  - at: %dns\n    kind: link_down\n    target: busiest:t0-t1\n", cutAt.Nanoseconds())))
 	if err != nil {
 		return nil, err
 	}
 	cells := []*foCell{
 		{name: "MRC, 1 QP", mrc: true, sets: mrcSets(1, "transport.payload=real")},
-		{name: "RoCE, 1 QP", sets: roceSets(1, "transport.payload=real")},
+		{name: "RoCE, 1 QP", sets: roceSets(1, "transport.payload=real", "fabric.ecmpReconvergence="+prm.reconverge.String())},
 	}
 	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
 	res := &Results{Columns: []string{"transport", "bytes", "cut_at_ns", "fault_target", "transport_outcome", "fault_outcome", "first_loss_ns", "detect_ns", "bypass_ns",
@@ -132,6 +151,11 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 			OnCluster: func(cl *cluster.Cluster) {
 				c = cl
 				env.Watch(cl)
+				if !cell.mrc {
+					if rc, err := cl.RoCEConfig(0); err == nil {
+						cell.timeout, cell.retries = time.Duration(rc.TimeoutNs), rc.RetryCount
+					}
+				}
 				sched := c.Scheduler() // partitioned: global events
 				sample = func() {
 					var rx uint64
@@ -199,21 +223,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	sortMarks(tp.Marks)
 	res.Table, res.Plots = tb.String(), []Plot{tp}
 	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
-	m, r := cells[0].s, cells[1].s
-	mf, rf := m.Faults[0], r.Faults[0]
-	// Thresholds fixed before the first run: "a few tens of µs" is taken
-	// as ≤ 100 µs from the cut to the last data frame into the dead link.
-	res.Checks = append(res.Checks, Check{Target: "T7", Claim: "MRC: traffic leaves the cut link within 100 µs, the transfer completes byte for byte, no QP error",
-		Expected: "MRC bypasses the path in a few tens of microseconds without QP failure",
-		Measured: fmt.Sprintf("MRC: fault %s, detect %s, bypass %s, %d frames into the dead link, %d lost; transfer %s (%d/%d verified), %d QP errors, %d timeouts; slowdown %+.1f%%",
-			mf.Outcome, usOrNever(mf.DetectNs), usOrNever(mf.BypassNs), mf.DataIntoFail, mf.PacketsLost, m.TransportOutcome, m.Verified, m.Transfers, m.QPErrors, m.Timeouts, 100*m.Slowdown),
-		Pass: mf.Outcome == "bypassed" && mf.BypassNs >= 0 && mf.BypassNs <= 100_000 && mf.DataIntoFail > 0 &&
-			m.TransportOutcome == "completed" && m.QPErrors == 0 && m.Verified == m.Transfers})
-	res.Checks = append(res.Checks, Check{Target: "T7", Claim: "RoCE (ECMP, no reconvergence): the transfer stalls or its QP errors",
-		Expected: "RoCE stalls until routing reconverges or times out",
-		Measured: fmt.Sprintf("RoCE: fault %s, bypass %s, %d frames lost; transfer %s, %d QP errors, %d timeouts, %d retransmissions",
-			rf.Outcome, usOrNever(rf.BypassNs), rf.PacketsLost, r.TransportOutcome, r.QPErrors, r.Timeouts, r.Retransmissions),
-		Pass: r.TransportOutcome == "stalled" || r.TransportOutcome == "qp_error"})
+	res.Checks = append(res.Checks, failoverChecks(cells[0], cells[1], prm)...)
 	return res, nil
 }
 
@@ -222,4 +232,74 @@ func usOrNever(ns int64) string {
 		return "never"
 	}
 	return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
+}
+
+// stall is how long the cell's flow received nothing after the cut: from
+// the first empty sampling interval after the cut to the next that is not
+// empty; a flow that never resumes stalls until its job ended (its QP's
+// error) or the deadline. 0 when no interval after the cut was empty.
+func (cell *foCell) stall(p foParams) time.Duration {
+	iv := p.interval
+	k0 := -1
+	for k := int(p.cutAt / iv); k < len(cell.samples); k++ {
+		if k0 < 0 && cell.samples[k] == 0 {
+			k0 = k
+		}
+		if k0 >= 0 && cell.samples[k] > 0 {
+			return time.Duration(k-k0) * iv
+		}
+	}
+	if k0 < 0 {
+		return 0
+	}
+	end := p.deadline
+	if cell.s.JobNs > 0 {
+		end = time.Duration(cell.s.JobNs)
+	}
+	return end - time.Duration(k0)*iv
+}
+
+// failoverChecks are T7's checks: MRC's bypass time and its QP's survival,
+// RoCE's stall against the routing reconvergence and its retry budget.
+func failoverChecks(mc, rc *foCell, p foParams) []Check {
+	m, r := mc.s, rc.s
+	mf, rf := m.Faults[0], r.Faults[0]
+	bypass := math.NaN() // µs; not bypassed (or the cut missed the path): unmeasured
+	if mf.Outcome == "bypassed" && mf.BypassNs >= 0 && mf.DataIntoFail > 0 {
+		bypass = float64(mf.BypassNs) / 1e3
+	}
+	mDetail := fmt.Sprintf("MRC: fault %s, detect %s, bypass %s, %d frames into the dead link, %d lost; transfer %s (%d/%d verified), %d QP errors, %d timeouts; slowdown %+.1f%%",
+		mf.Outcome, usOrNever(mf.DetectNs), usOrNever(mf.BypassNs), mf.DataIntoFail, mf.PacketsLost, m.TransportOutcome, m.Verified, m.Transfers, m.QPErrors, m.Timeouts, 100*m.Slowdown)
+	cs := []Check{
+		bandCheck("T7", "MRC: traffic leaves the cut link within a few tens of µs (cut → last data frame into it)", "MRC bypasses the path in a few tens of microseconds",
+			Between(0, 50, "µs", "\"a few tens of microseconds\": at most 50 µs"), bypass, mDetail),
+		holdsCheck("T7", "MRC: no QP failure; the transfer completes byte for byte", "… without QP failure",
+			"\"without QP failure\" is yes or no", m.TransportOutcome == "completed" && m.QPErrors == 0 && m.Verified == m.Transfers, mDetail),
+	}
+	// RoCE: the flow stalls until routing reconverges or its retries run
+	// out, whichever comes first; the budget is the go-back-N timeouts
+	// from the last acknowledgement before the cut to the QP's error.
+	claim := fmt.Sprintf("RoCE (ECMP, reconvergence %s): stalls until routing reconverges or its retries run out, whichever comes first", durText(p.reconverge))
+	const expected = "RoCE stalls until routing reconverges or times out"
+	if rc.timeout <= 0 {
+		return append(cs, notTestable("T7", claim, expected, "the RoCE cell's timeout is unknown"))
+	}
+	budget := time.Duration(rc.retries+1) * rc.timeout
+	want := min(p.reconverge, budget)
+	st := rc.stall(p)
+	how := "continued after routing reconverged"
+	switch {
+	case r.TransportOutcome == "qp_error":
+		how = fmt.Sprintf("timed out: the QP failed after its %d retries (%s) before routing reconverged (%s)", rc.retries, durText(budget), durText(p.reconverge))
+	case r.TransportOutcome == "stalled":
+		how = fmt.Sprintf("still stalled at the deadline (%s)", durText(p.deadline))
+	}
+	rDetail := fmt.Sprintf("RoCE: stalled %s, %s; fault %s, %d frames lost; transfer %s, %d QP errors, %d timeouts, %d retransmissions",
+		durText(st.Round(time.Microsecond)), how, rf.Outcome, rf.PacketsLost, r.TransportOutcome, r.QPErrors, r.Timeouts, r.Retransmissions)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return append(cs, bandCheck("T7", claim, expected,
+		Between(ms(want-2*p.interval), ms(want+rc.timeout+2*p.interval), "ms", fmt.Sprintf(
+			"min(reconvergence %s, retry budget (%d + 1) × %s timeout = %s); the stall can end up to one timeout after reconvergence (the next go-back-N retransmission), "+
+				"and is sampled every %s", durText(p.reconverge), rc.retries, durText(rc.timeout), durText(budget), durText(p.interval))),
+		ms(st), rDetail))
 }

@@ -29,7 +29,7 @@ func (p2p) SerialReason() string { return "" }
 
 func (p2p) TargetRows() []string { return []string{"T1"} }
 func (p2p) ClusterSets() []string {
-	return []string{"fabric.preset=C", "fabric.hosts=16", "fabric.planes=8"}
+	return paperCluster(withPaperTiming("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8")...)
 }
 func (p2p) Params() []Param {
 	return []Param{
@@ -40,15 +40,20 @@ func (p2p) Params() []Param {
 func (p2p) Describe() string {
 	return `Host 0 writes to host 1 (same T0: host–T0–host) and to the last host
 (across T1: host–T0–T1–T0–host) over one QP. Latency: a single 2-byte
-RDMA WriteImm, from the post to the moment the responder sees it (one way,
-virtual time, no host software overhead is modelled). Bandwidth: a stream of
+RDMA WriteImm, from the post to the moment the responder's application sees
+its completion (one way, virtual time): serialization and propagation, the
+switch latency of every switch crossed and the NIC's transmit and receive
+latency, with the paper's timing (config.PaperTimingSets, fitted to this
+experiment's two latencies: the latency checks test the fit and the model's
+hop accounting, not an independent prediction). Bandwidth: a stream of
 writes of one size, all posted at once, goodput over the QP's line rate (MRC:
 the whole NIC, every plane; RoCE 1 QP: one plane). The published setup
 (T1) is 8×100G planes; so is this cluster. The stream is long (exp.stream)
 so the first RTT of ramp-up does not dominate: with 4 MiB streams MRC
 measured 87% within T0 and 80% across T1 (the longer RTT costs more), with
-32 MiB 95% and 94%. Neither transport models a per-work-request cost, so
-goodput barely depends on the write size.`
+32 MiB 95% and 94%; the goodput's time runs from the post to the last
+completion, so it also pays the NIC latency once. Neither transport models a
+per-work-request cost, so goodput barely depends on the write size.`
 }
 
 // latencyBytes is the size of the latency probe: one WriteImm of 2 bytes.
@@ -184,20 +189,65 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 	plots = append(plots, bw)
 	res.Table, res.Plots = tb.String(), plots
 	// Checks: the MRC rows (the published T1 numbers are MRC's).
-	m := p2pVariants[0].name
-	in, across := lat[key{m, "within T0"}], lat[key{m, "across T1"}]
-	res.Checks = append(res.Checks, Check{Target: "T1", Claim: "2 B latency: across T1 costs more than within one T0 (the extra T0–T1–T0 hops)",
-		Expected: "5.09 µs within T0, 6.54 µs across T1 (+1.45 µs)",
-		Measured: fmt.Sprintf("MRC %.3f µs within T0, %.3f µs across T1 (+%.3f µs); RoCE %.3f / %.3f µs", float64(in)/1e3, float64(across)/1e3, float64(across-in)/1e3,
-			float64(lat[key{p2pVariants[1].name, "within T0"}])/1e3, float64(lat[key{p2pVariants[1].name, "across T1"}])/1e3),
-		Pass: across > in})
-	w32 := uint64(32 << 10)
-	if _, ok := frac[key{m, "within T0"}][w32]; ok {
-		a, b := frac[key{m, "within T0"}][w32], frac[key{m, "across T1"}][w32]
-		res.Checks = append(res.Checks, Check{Target: "T1", Claim: "32 KiB writes: near line rate (≥ 90%), the same (within 5 points) within T0 and across T1",
-			Expected: "~96% of line rate at 32 KB, same within T0 and across T1",
-			Measured: fmt.Sprintf("MRC %.1f%% within T0, %.1f%% across T1", 100*a, 100*b),
-			Pass:     a >= 0.9 && b >= 0.9 && a-b < 0.05 && b-a < 0.05})
-	}
+	res.Checks = append(res.Checks, p2pChecks(lat[key{p2pVariants[0].name, "within T0"}], lat[key{p2pVariants[0].name, "across T1"}],
+		lat[key{p2pVariants[1].name, "within T0"}], lat[key{p2pVariants[1].name, "across T1"}],
+		frac[key{p2pVariants[0].name, "within T0"}], frac[key{p2pVariants[0].name, "across T1"}])...)
 	return res, nil
+}
+
+// p2p's published numbers (TARGETS T1).
+const (
+	p2pLatT0, p2pLatT1 = 5.09, 6.54 // µs, 2 B one way
+	p2pLineShare       = 96.0       // % of line rate at 32 KB
+)
+
+// p2pWhyLatency is the reason of the latency bands.
+const p2pWhyLatency = "±20%, the issue's band for the paper's two-digit latencies; " +
+	"the switch and NIC latencies (config.PaperTimingSets) were fitted to 5.09 and 6.54 µs, so this tests the fit and the model's hop accounting, not an independent prediction"
+
+// p2pChecks are T1's checks on the MRC rows (inT0, acrossT1: one-way 2 B
+// latencies; fracIn, fracAcross: goodput over line rate by write size);
+// the RoCE latencies go into the detail.
+func p2pChecks(inT0, acrossT1, roceIn, roceAcross sim.Time, fracIn, fracAcross map[uint64]float64) []Check {
+	us := func(t sim.Time) float64 { return float64(t) / 1e3 }
+	gap := us(acrossT1) - us(inT0)
+	detail := fmt.Sprintf("MRC %.3f µs within T0, %.3f µs across T1 (+%.3f µs); RoCE %.3f / %.3f µs", us(inT0), us(acrossT1), gap, us(roceIn), us(roceAcross))
+	cs := []Check{
+		bandCheck("T1", "2 B one-way latency within one T0 (MRC)", "5.09 µs",
+			Around(p2pLatT0, 0.2, "µs", p2pWhyLatency), us(inT0), detail),
+		bandCheck("T1", "2 B one-way latency across T1 (MRC)", "6.54 µs",
+			Around(p2pLatT1, 0.2, "µs", p2pWhyLatency), us(acrossT1), detail),
+		bandCheck("T1", "2 B latency: across T1 costs +1.45 µs more than within one T0 (two fabric links, two switches)", "+1.45 µs",
+			Around(p2pLatT1-p2pLatT0, 0.2, "µs", "±20%, the issue's band; the switch latency was fitted to this gap, so what it still tests is the hop count "+
+				"(two more links and two more switches across T1) and the frame's serialization"),
+			gap, detail),
+	}
+	const w32 = 32 << 10
+	a, okA := fracIn[w32]
+	b, okB := fracAcross[w32]
+	if !okA || !okB {
+		why := "exp.writes has no 32K write size"
+		return append(cs,
+			notTestable("T1", "32 KiB writes reach ≈ 96% of line rate within one T0 and across T1 (MRC, the lower of the two)", "~96% of line rate at 32 KB", why),
+			notTestable("T1", "32 KiB writes: the same goodput within one T0 and across T1 (MRC, difference in points)", "same within T0 and across T1", why))
+	}
+	bw := fmt.Sprintf("MRC %.1f%% within T0, %.1f%% across T1", 100*a, 100*b)
+	return append(cs,
+		bandCheck("T1", "32 KiB writes reach ≈ 96% of line rate within one T0 and across T1 (MRC, the lower of the two)", "~96% of line rate at 32 KB",
+			Between(p2pLineShare-3, p2pLineShare+3, "%", "the paper's \"~96%\" is the header ceiling (4096 B of payload per 4262 B on the wire: 96.1%), i.e. line rate; "+
+				"±3 points leave room for a finite stream's start-up (its first RTT, the NIC latency once) but not for a window-limited QP"),
+			100*min(a, b), bw),
+		bandCheck("T1", "32 KiB writes: the same goodput within one T0 and across T1 (MRC, difference in points)", "same within T0 and across T1",
+			Between(-2, 2, "pt", "\"same\": the longer path adds 2.9 µs to the RTT (twice the gap), which costs a stream of ≥ 32 MiB (≥ 335 µs at 800G) under 1 point of start-up; "+
+				"±2 points, so a path that is window-limited across T1 and not within T0 differs"),
+			100*(a-b), bw))
+}
+
+// withPaperTiming puts config.PaperTimingSets before sets. p2p (T1, where
+// the timing is fitted) and failover (T7, bypass and stall times) need it
+// whatever paperCluster does; once paperCluster adds the timing itself
+// for every experiment (its TODO) the repetition is harmless and this can
+// go.
+func withPaperTiming(sets ...string) []string {
+	return append(config.PaperTimingSets(), sets...)
 }

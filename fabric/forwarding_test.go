@@ -248,3 +248,55 @@ func TestZeroLoadLatencyMatchesFabric(t *testing.T) {
 		}
 	}
 }
+
+// A switch's forwarding latency is paid once per switch traversal: h0→h1
+// (one T0) costs one more, h0→h3 (T0, T1, T0) three more, exactly, and
+// ZeroLoadLatency counts the same.
+func TestSwitchLatencyPerTraversal(t *testing.T) {
+	const sw = 700 * time.Nanosecond
+	for _, mode := range []ForwardingMode{ForwardECMP, ForwardUSID} {
+		lat := map[time.Duration]map[int]time.Duration{}
+		for _, s := range []time.Duration{0, sw} {
+			loop := sim.NewLoop(sim.Options{Seed: 1})
+			topo, err := BuildClos(loop, ClosSpec{Planes: 2, HostsPerT0: 2, T0: 2, T1: 2, HostRate: 100e9, FabricRate: 100e9,
+				HostDelay: 500 * time.Nanosecond, FabricDelay: time.Microsecond, SwitchLatency: s}, DefaultOptions(mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range topo.Links {
+				_, fromSwitch := l.src.Owner.(*Switch)
+				if want := map[bool]time.Duration{true: s, false: 0}[fromSwitch]; l.Pipeline != want {
+					t.Fatalf("%s: pipeline %v, want %v", l.Name, l.Pipeline, want)
+				}
+			}
+			hs := attach(topo)
+			lat[s] = map[int]time.Duration{}
+			for _, dst := range []int{1, 3} {
+				var path *[16]byte
+				if mode == ForwardUSID {
+					p := topo.PathUSID(0, dst, 1, 1)
+					path = &p
+				}
+				start := loop.Now()
+				f := BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 1), Dst: topo.HostAddr(dst, 1), Outer: path, Payload: 1000, Stored: -1})
+				frame := len(f.Data)
+				topo.HostPorts[0][1].Enqueue(f)
+				loop.Run()
+				got := time.Duration(hs[dst].got[len(hs[dst].got)-1].at - start)
+				if want := topo.ZeroLoadLatency(0, dst, frame, 20); got != want {
+					t.Fatalf("%v switch latency %v h0→h%d: measured %v, zero-load %v", mode, s, dst, got, want)
+				}
+				lat[s][dst] = got
+			}
+			if la, err := topo.Lookahead(); err != nil || time.Duration(la) != time.Microsecond+s {
+				t.Fatalf("lookahead %v (%v), want %v", time.Duration(la), err, time.Microsecond+s)
+			}
+		}
+		if d := lat[sw][1] - lat[0][1]; d != sw {
+			t.Errorf("%v within T0: +%v, want +%v (one switch)", mode, d, sw)
+		}
+		if d := lat[sw][3] - lat[0][3]; d != 3*sw {
+			t.Errorf("%v across T1: +%v, want +%v (three switches)", mode, d, 3*sw)
+		}
+	}
+}

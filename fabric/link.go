@@ -60,13 +60,22 @@ type Link struct {
 	loop     *sim.Loop
 	lastDue  sim.Time
 	Delay    time.Duration // propagation delay
-	cut      *cutLink      // set when the link joins two partitions (partition.go)
+	// Pipeline is the sending device's forwarding latency: a switch's
+	// (Options/ClosSpec SwitchLatency) on every link leaving a switch, 0
+	// on a NIC's. A frame reaches the far end Pipeline + Delay after its
+	// last bit left the sending port: the switch's pipeline sits after its
+	// egress queue and serialization, so queueing, ECN marking at enqueue
+	// and PFC accounting see a frame the moment it arrives, and every
+	// frame the switch sends (data, control, PAUSE) pays it once.
+	Pipeline time.Duration
+	cut      *cutLink // set when the link joins two partitions (partition.go)
 	Loss     LossModel
 	Corr     CorruptionModel
 
 	Rate uint64 // bits/s, used by the sending port
 	src  *Port  // the port that serializes onto this link (nil if not cabled by a topology)
 	Name string
+	rt   *routing // hears state changes (Topology.SetReconvergence), or nil
 }
 
 // NewLink returns an up link delivering to dst. A topology's links are
@@ -85,11 +94,18 @@ func (l *Link) Up() bool { return l.up }
 // lost (counted as DroppedDown when they would have arrived). The sending
 // port's device hears of either change (TxReadyNotifier), as a NIC gets a
 // link interrupt; when the link comes back the port resumes sending what
-// it queued.
+// it queued. With routing reconvergence on (Topology.SetReconvergence)
+// the ECMP tables follow the change a delay later.
 func (l *Link) SetUp(up bool) {
 	was := l.up
 	l.up = up
-	if up == was || l.src == nil {
+	if up == was {
+		return
+	}
+	if l.rt != nil {
+		l.rt.changed(l)
+	}
+	if l.src == nil {
 		return
 	}
 	if up {
@@ -104,7 +120,7 @@ func (l *Link) SetUp(up bool) {
 func (l *Link) Dst() *Port { return l.dst }
 
 // transmit takes a frame whose serialization started now and ends at done,
-// and delivers it the propagation delay after done. A frame that a fault
+// and delivers it the pipeline and propagation delays after done. A frame that a fault
 // would lose is dropped here, when it is sent.
 func (l *Link) transmit(p *Packet, done sim.Time) {
 	if !l.up {
@@ -124,7 +140,7 @@ func (l *Link) transmit(p *Packet, done sim.Time) {
 		p.Release()
 		return
 	}
-	at := done + sim.Time(l.Delay)
+	at := done + sim.Time(l.Delay+l.Pipeline)
 	// A delay that shrank (a latency fault ending) must not reorder frames.
 	if at < l.lastDue {
 		at = l.lastDue

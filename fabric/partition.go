@@ -181,7 +181,7 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 }
 
 // Lookahead is the window of a parallel run of the topology (sim.Parallel):
-// the least propagation delay of the links a partitioning may cut (those
+// the least delay (propagation plus the sending switch's pipeline) of the links a partitioning may cut (those
 // touching the top tier: core switches, T1s), whatever the number of
 // partitions — one included, the classic loop run in windows — so that
 // every partitioning runs the same windows. Such a link without delay is
@@ -190,10 +190,10 @@ func (t *Topology) Lookahead() (sim.Time, error) {
 	la := sim.MaxTime
 	for _, l := range t.Links {
 		if t.topTier(l) {
-			if l.Delay <= 0 {
+			if l.Delay+l.Pipeline <= 0 {
 				return 0, fmt.Errorf("fabric: link %s may join partitions but has no propagation delay (no lookahead)", l.Name)
 			}
-			la = min(la, sim.Time(l.Delay))
+			la = min(la, sim.Time(l.Delay+l.Pipeline))
 		}
 	}
 	return la, nil

@@ -15,6 +15,9 @@ type ClosSpec struct {
 	Planes, HostsPerT0, T0, T1 int
 	HostRate, FabricRate       uint64 // bits/s
 	HostDelay, FabricDelay     time.Duration
+	// SwitchLatency is every switch's forwarding latency (Link.Pipeline of
+	// the links leaving a switch).
+	SwitchLatency time.Duration
 }
 
 // FatTreeSpec describes a 3-tier k-ary fat-tree (one plane): k pods of k/2
@@ -23,6 +26,8 @@ type FatTreeSpec struct {
 	K     int
 	Rate  uint64
 	Delay time.Duration
+	// SwitchLatency is every switch's forwarding latency (as in ClosSpec).
+	SwitchLatency time.Duration
 }
 
 // Options are the fabric-wide settings a topology is built with.
@@ -56,6 +61,7 @@ type Topology struct {
 	subnetSize int              // hosts per T0 / edge
 	byName     map[string]*Port // built on the first Port call
 	swByName   map[string]*Switch
+	routing    *routing // SetReconvergence; nil: ECMP tables stay as built
 }
 
 // HostSubnet returns host h's subnet (its T0 / edge index) and index in it.
@@ -152,12 +158,20 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 // ranked by its position in Links + 1. That order does not depend on how
 // the fabric is later cut into partitions, which is what makes every loop
 // mode give the same result.
-func (t *Topology) connect(a, b *Port, rate uint64, delay time.Duration) {
+//
+// A direction sent by a switch port gets the switch's forwarding latency
+// sw as its Pipeline; one sent by a NIC port (no owner yet) none.
+func (t *Topology) connect(a, b *Port, rate uint64, delay, sw time.Duration) {
 	if len(t.Links) >= 1<<32-3 {
 		panic("fabric: too many links to rank")
 	}
 	a.Tx = NewLink(t.Loop, a.Name+">"+b.Name, rate, delay, b)
 	b.Tx = NewLink(t.Loop, b.Name+">"+a.Name, rate, delay, a)
+	for _, p := range []*Port{a, b} {
+		if _, ok := p.Owner.(*Switch); ok {
+			p.Tx.Pipeline = sw
+		}
+	}
 	a.Tx.rank, b.Tx.rank = uint32(len(t.Links)+1), uint32(len(t.Links)+2)
 	a.Tx.src, b.Tx.src = a, b
 	a.Peer, b.Peer = b, a
@@ -234,7 +248,7 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 			for h := 0; h < c.HostsPerT0; h++ {
 				s.Ports[h].SetConfig(o.HostFacingPort)
 				s.Ports[h].HostFacing = true
-				t.connect(t.HostPorts[i*c.HostsPerT0+h][pl], s.Ports[h], c.HostRate, c.HostDelay)
+				t.connect(t.HostPorts[i*c.HostsPerT0+h][pl], s.Ports[h], c.HostRate, c.HostDelay, c.SwitchLatency)
 			}
 			t0s[i] = s
 		}
@@ -244,7 +258,7 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 			for i := 0; i < c.T0; i++ {
 				s.groups = append(s.groups, []int32{int32(i)})
 				s.subnetGroup[i] = int32(i)
-				t.connect(t0s[i].Ports[c.HostsPerT0+j], s.Ports[i], c.FabricRate, c.FabricDelay)
+				t.connect(t0s[i].Ports[c.HostsPerT0+j], s.Ports[i], c.FabricRate, c.FabricDelay, c.SwitchLatency)
 			}
 			s.usidPorts[USIDT0] = portRange(0, c.T0)
 		}
@@ -289,7 +303,7 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 			for i := 0; i < h; i++ {
 				s.Ports[i].SetConfig(o.HostFacingPort)
 				s.Ports[i].HostFacing = true
-				t.connect(t.HostPorts[g*h+i][0], s.Ports[i], f.Rate, f.Delay)
+				t.connect(t.HostPorts[g*h+i][0], s.Ports[i], f.Rate, f.Delay, f.SwitchLatency)
 			}
 			edges[g] = s
 		}
@@ -304,7 +318,7 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 				s.groups = append(s.groups, []int32{int32(e)})
 				s.subnetGroup[pod*h+e] = int32(1 + e)
 				s.usidPorts[USIDT0][pod*h+e] = int32(e)
-				t.connect(edges[pod*h+e].Ports[h+a], s.Ports[e], f.Rate, f.Delay)
+				t.connect(edges[pod*h+e].Ports[h+a], s.Ports[e], f.Rate, f.Delay, f.SwitchLatency)
 			}
 			for j := 0; j < h; j++ {
 				s.usidPorts[USIDCore][a*h+j] = int32(h + j)
@@ -323,7 +337,7 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 				s.subnetGroup[pod*h+e] = int32(pod)
 			}
 			s.usidPorts[USIDT1][pod*h+a] = int32(pod)
-			t.connect(aggs[pod*h+a].Ports[h+c%h], s.Ports[pod], f.Rate, f.Delay)
+			t.connect(aggs[pod*h+a].Ports[h+c%h], s.Ports[pod], f.Rate, f.Delay, f.SwitchLatency)
 		}
 	}
 	t.shareUSIDTables()
@@ -419,13 +433,15 @@ func (t *Topology) Hops(src, dst int) (hostLinks, fabricLinks int) {
 // ZeroLoadLatency is the one-way latency of a frame of frameBytes (without
 // FCS) from host src to host dst on an idle fabric: per hop, serialization
 // of the wire bytes (frame padded to 60 B, + FCS, + ifg bytes of preamble
-// and gap) plus propagation. A port keeps a sub-nanosecond remainder only
-// between back-to-back frames, so an idle fabric matches this exactly.
+// and gap) plus propagation, and the forwarding latency of every switch
+// on the way (one fewer than the links). A port keeps a sub-nanosecond
+// remainder only between back-to-back frames, so an idle fabric matches
+// this exactly.
 func (t *Topology) ZeroLoadLatency(src, dst, frameBytes, ifg int) time.Duration {
 	hl, fl := t.Hops(src, dst)
-	hr, fr, hd, fd := t.Clos.HostRate, t.Clos.FabricRate, t.Clos.HostDelay, t.Clos.FabricDelay
+	hr, fr, hd, fd, sw := t.Clos.HostRate, t.Clos.FabricRate, t.Clos.HostDelay, t.Clos.FabricDelay, t.Clos.SwitchLatency
 	if t.Kind != "clos" {
-		hr, fr, hd, fd = t.FatTree.Rate, t.FatTree.Rate, t.FatTree.Delay, t.FatTree.Delay
+		hr, fr, hd, fd, sw = t.FatTree.Rate, t.FatTree.Rate, t.FatTree.Delay, t.FatTree.Delay, t.FatTree.SwitchLatency
 	}
 	w := wireLenOf(frameBytes) + ifg
 	var r uint64
@@ -433,5 +449,5 @@ func (t *Topology) ZeroLoadLatency(src, dst, frameBytes, ifg int) time.Duration 
 		r = 0
 		return time.Duration(serializationTime(w, rate, &r)) + d
 	}
-	return time.Duration(hl)*hop(hr, hd) + time.Duration(fl)*hop(fr, fd)
+	return time.Duration(hl)*hop(hr, hd) + time.Duration(fl)*hop(fr, fd) + time.Duration(hl+fl-1)*sw
 }
