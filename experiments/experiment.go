@@ -386,8 +386,8 @@ func roceSets(qps int, extra ...string) []string {
 // paperCluster is an experiment's cluster settings: sets after the
 // paper's timing (per-switch forwarding latency, NIC latency, physical
 // link delays, calibrated from TARGETS T1 and used unchanged by every
-// experiment). Every experiment's ClusterSets go through it.
-// TODO(#17): the timing lands with config.PaperTimingSets.
+// experiment: config.PaperTimingSets). Every experiment's ClusterSets go
+// through it.
 func paperCluster(sets ...string) []string {
-	return sets
+	return append(config.PaperTimingSets(), sets...)
 }

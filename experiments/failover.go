@@ -35,7 +35,7 @@ func (failover) SerialReason() string { return "" }
 
 func (failover) TargetRows() []string { return []string{"T7"} }
 func (failover) ClusterSets() []string {
-	return paperCluster(withPaperTiming("fabric.preset=C", "fabric.hosts=16")...)
+	return paperCluster("fabric.preset=C", "fabric.hosts=16")
 }
 func (failover) Params() []Param {
 	return []Param{

@@ -29,7 +29,7 @@ func (p2p) SerialReason() string { return "" }
 
 func (p2p) TargetRows() []string { return []string{"T1"} }
 func (p2p) ClusterSets() []string {
-	return paperCluster(withPaperTiming("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8")...)
+	return paperCluster("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8")
 }
 func (p2p) Params() []Param {
 	return []Param{
@@ -241,13 +241,4 @@ func p2pChecks(inT0, acrossT1, roceIn, roceAcross sim.Time, fracIn, fracAcross m
 			Between(-2, 2, "pt", "\"same\": the longer path adds 2.9 µs to the RTT (twice the gap), which costs a stream of ≥ 32 MiB (≥ 335 µs at 800G) under 1 point of start-up; "+
 				"±2 points, so a path that is window-limited across T1 and not within T0 differs"),
 			100*(a-b), bw))
-}
-
-// withPaperTiming puts config.PaperTimingSets before sets. p2p (T1, where
-// the timing is fitted) and failover (T7, bypass and stall times) need it
-// whatever paperCluster does; once paperCluster adds the timing itself
-// for every experiment (its TODO) the repetition is harmless and this can
-// go.
-func withPaperTiming(sets ...string) []string {
-	return append(config.PaperTimingSets(), sets...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,6 +166,19 @@ func TestRepeatedListValuesRefused(t *testing.T) {
 		p, _ := ResolveParams(e, Quick, []string{set})
 		if err := CheckParams(e, &Env{Config: cfg, Size: Quick, Params: p}); err == nil || !strings.Contains(err.Error(), "is listed twice") {
 			t.Errorf("exp.%s: %v, want \"is listed twice\"", set, err)
+		}
+	}
+}
+
+// Every experiment runs on the paper's timing (issue #17: calibrated from
+// T1 once, used unchanged everywhere): its cluster settings start with
+// config.PaperTimingSets.
+func TestEveryExperimentOnPaperTiming(t *testing.T) {
+	want := config.PaperTimingSets()
+	for _, n := range Names() {
+		e, _ := Lookup(n)
+		if got := e.ClusterSets(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+			t.Errorf("%s: cluster settings %v do not start with the paper's timing %v", n, got, want)
 		}
 	}
 }
