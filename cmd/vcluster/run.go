@@ -38,8 +38,12 @@ func newRunCmd() *cobra.Command {
 (fabric and virtual hosts), pings across it in every plane as a preflight
 (RTTs next to the zero-load latency the topology predicts), then runs the
 default experiment, ` + experiments.DefaultName + ` (TARGETS T2/T3): ring all-reduce over
-every host with MRC (1 QP) and RoCE (1 and 8 QPs) at 0, 0.1% and 1% loss on
-every link. It prints the table and the check, and writes a report directory:
+every host with MRC (1 QP, 4 × 100G planes) and RoCE (1, 8 and 16 QPs, one
+400G plane with PFC: the published setup) at 0, 0.1% and 1% loss on every
+link, on the paper's timing (switch and NIC latency calibrated from T1),
+with the experiment's cluster settings applied before --config and --set.
+Every check is judged on the median of --seeds seeds (default 3). It prints
+the table and the check, and writes a report directory:
 
   manifest.json       versions, seed, resolved config, parameters, wall time, events
   config.yaml         the resolved configuration (loadable with --config)
@@ -85,16 +89,27 @@ its own classic cluster.`,
 			if err != nil {
 				return err
 			}
+			e, err := experiments.Lookup(experiments.DefaultName)
+			if err != nil {
+				return err
+			}
+			// The default experiment's cluster settings (the paper's
+			// timing, cluster C) go before the user's config file and
+			// --set, as for 'vcluster experiment'.
+			user, _ := cmd.Flags().GetStringArray("set")
+			var cfgPath string
+			if f := cmd.Flags().Lookup("config"); f != nil {
+				cfgPath = f.Value.String()
+			}
+			if err := cmd.Flags().Lookup("set").Value.(interface{ Replace([]string) error }).Replace(append(clusterSetsUnder(cfgPath, e.ClusterSets()), user...)); err != nil {
+				return err
+			}
 			cfg, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
 			if out != "" {
 				cfg.Output.Dir = out
-			}
-			e, err := experiments.Lookup(experiments.DefaultName)
-			if err != nil {
-				return err
 			}
 			size, err := sizeFlag(quick, full)
 			if err != nil {
