@@ -277,21 +277,9 @@ func (e *Engine) Post(qpn uint32, wr verbs.WorkRequest) error {
 	return nil
 }
 
-// checkPost is what both transports' Post check, in their order.
+// checkPost is what both transports' Post check (verbs.CheckPost).
 func (e *Engine) checkPost(s *qpSlot, wr verbs.WorkRequest) error {
-	switch s.t.State() {
-	case verbs.QPReset:
-		return verbs.ErrNotReady
-	case verbs.QPError:
-		return verbs.ErrQPError
-	}
-	if wr.Op != verbs.OpWrite && wr.Op != verbs.OpWriteImm {
-		return verbs.ErrBadOpcode
-	}
-	if wr.Length > 1<<31 {
-		return verbs.ErrTooLong
-	}
-	_, err := e.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length)
+	_, err := verbs.CheckPost(s.t.State(), wr, &e.mem)
 	return err
 }
 

@@ -320,19 +320,7 @@ func psnDiff(a, b uint32) int { return int(int32((a-b)<<8) >> 8) }
 
 // Post validates and queues a work request.
 func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
-	switch q.state {
-	case verbs.QPReset:
-		return verbs.ErrNotReady
-	case verbs.QPError:
-		return verbs.ErrQPError
-	}
-	if wr.Op != verbs.OpWrite && wr.Op != verbs.OpWriteImm {
-		return verbs.ErrBadOpcode
-	}
-	if wr.Length > 1<<31 {
-		return verbs.ErrTooLong
-	}
-	mr, err := q.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length)
+	mr, err := verbs.CheckPost(q.state, wr, q.mem)
 	if err != nil {
 		return err
 	}

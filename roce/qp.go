@@ -237,19 +237,7 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 
 // Post implements verbs.Transport: OpWrite and OpWriteImm.
 func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
-	switch q.state {
-	case verbs.QPReset:
-		return verbs.ErrNotReady
-	case verbs.QPError:
-		return verbs.ErrQPError
-	}
-	if wr.Op != verbs.OpWrite && wr.Op != verbs.OpWriteImm {
-		return verbs.ErrBadOpcode
-	}
-	if wr.Length > 1<<31 {
-		return verbs.ErrTooLong
-	}
-	if _, err := q.mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length); err != nil {
+	if _, err := verbs.CheckPost(q.state, wr, q.mem); err != nil {
 		return err
 	}
 	mtu := uint64(q.cfg.PMTU)

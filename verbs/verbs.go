@@ -115,3 +115,26 @@ type QPAttrs struct {
 	// 0 means the transport's default.
 	MaxWImm int
 }
+
+// CheckPost is the check every transport's Post starts with, in this
+// order: the QP in state must be ready (ErrNotReady in RESET, ErrQPError
+// in ERROR), wr a Write or WriteImm (ErrBadOpcode) of at most 2 GiB
+// (ErrTooLong) whose local range is registered in mem (Memory.Lookup's
+// error). It returns the local region. The NIC's engine runs it at post
+// time too, when its transmit latency hands the post to the transport
+// later.
+func CheckPost(state QPState, wr WorkRequest, mem *Memory) (*MR, error) {
+	switch state {
+	case QPReset:
+		return nil, ErrNotReady
+	case QPError:
+		return nil, ErrQPError
+	}
+	if wr.Op != OpWrite && wr.Op != OpWriteImm {
+		return nil, ErrBadOpcode
+	}
+	if wr.Length > 1<<31 {
+		return nil, ErrTooLong
+	}
+	return mem.Lookup(wr.LocalKey, wr.LocalVA, wr.Length)
+}
