@@ -343,7 +343,7 @@ func busbw(c *arCell) float64 {
 // The bands of the T2/T3 claims, from the published wording (the paper
 // gives no decimals for any of them).
 var (
-	bandBeats    = AtLeast(1, "×", "'beats' is a strict ordering with no margin published: any ratio above 1, no tolerance for a tie")
+	bandBeats    = Above(1, "×", "'beats' is a strict ordering with no margin published: any ratio above 1, a tie does not beat")
 	bandNoBetter = AtMost(1.02, "×",
 		"'16 no better than 8': at most 2% above 8 QPs, the resolution at which two bars of a published chart read as equal")
 	bandHalf     = Between(35, 65, "%", "'about half' read as 1/2 ± 0.15 (the paper gives no decimals)")
@@ -400,7 +400,7 @@ func (allreduceLoss) checks(sz string, cells []*arCell, base map[string]float64,
 				busbw(r1), 100*ratio(busbw(r1), busbw(m0)), busbw(m0), 100*r1.frac)))
 	}
 	keep := func(c *arCell) float64 {
-		if c == nil || base[c.v.name] == 0 {
+		if c == nil || c.err != nil || base[c.v.name] == 0 { // a failed cell measured nothing
 			return math.NaN()
 		}
 		return busbw(c) / base[c.v.name]

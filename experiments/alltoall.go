@@ -264,7 +264,7 @@ grid:
 		}
 	}
 	keep := func(c *a2aCell) float64 {
-		if c == nil {
+		if c == nil || c.err != nil { // a failed cell measured nothing
 			return math.NaN()
 		}
 		if b := base[bkey(c)]; b > 0 {

@@ -15,8 +15,11 @@ import (
 // Values are in Unit as printed ("%", "µs", "×"); Unit "yes/no" marks a
 // claim that holds or not (value 1 or 0, see Holds).
 type Band struct {
-	Min  *float64 `json:"min,omitempty"`
-	Max  *float64 `json:"max,omitempty"`
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
+	// Above makes Min exclusive: "beats" is a strict ordering, a tie is
+	// not a win.
+	Above bool `json:"above,omitempty"`
 	Unit string   `json:"unit,omitempty"`
 	Why  string   `json:"why"`
 }
@@ -35,6 +38,9 @@ func Around(v, rel float64, unit, why string) *Band {
 // AtLeast is [lo, ∞).
 func AtLeast(lo float64, unit, why string) *Band { return &Band{Min: &lo, Unit: unit, Why: why} }
 
+// Above is (lo, ∞): strictly more than lo.
+func Above(lo float64, unit, why string) *Band { return &Band{Min: &lo, Above: true, Unit: unit, Why: why} }
+
 // AtMost is (−∞, hi].
 func AtMost(hi float64, unit, why string) *Band { return &Band{Max: &hi, Unit: unit, Why: why} }
 
@@ -50,7 +56,7 @@ func (b *Band) Contains(v float64) bool {
 	if b == nil || math.IsNaN(v) {
 		return false
 	}
-	return (b.Min == nil || v >= *b.Min) && (b.Max == nil || v <= *b.Max)
+	return (b.Min == nil || v > *b.Min || !b.Above && v == *b.Min) && (b.Max == nil || v <= *b.Max)
 }
 
 // String is the band as a cell: "20–50 %", "≤ 10 %", "≥ 1.00 ×", "holds".
@@ -64,6 +70,8 @@ func (b *Band) String() string {
 	switch {
 	case b.Min != nil && b.Max != nil:
 		return fmtVal(*b.Min, "") + "–" + fmtVal(*b.Max, b.Unit)
+	case b.Min != nil && b.Above:
+		return "> " + fmtVal(*b.Min, b.Unit)
 	case b.Min != nil:
 		return "≥ " + fmtVal(*b.Min, b.Unit)
 	case b.Max != nil:
@@ -75,7 +83,7 @@ func (b *Band) String() string {
 // Format is v in b's unit, as a cell.
 func (b *Band) Format(v float64) string {
 	if b != nil && b.Unit == unitYesNo {
-		if math.IsNaN(v) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return "n/a"
 		}
 		switch v {
@@ -98,7 +106,7 @@ func (b *Band) Format(v float64) string {
 func fmtVal(v float64, unit string) string {
 	var s string
 	switch a := math.Abs(v); {
-	case math.IsNaN(v):
+	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "n/a"
 	case a >= 100 || v == math.Trunc(v):
 		s = strconv.FormatFloat(v, 'f', 0, 64)
@@ -139,10 +147,31 @@ func notTestable(target, claim, expected, reason string) Check {
 	return Check{Target: target, Claim: claim, Expected: expected, NotTestable: reason, Value: math.NaN()}
 }
 
+// failing is where an unmeasured value (NaN: a seed whose run could not
+// measure it, or that did not state the claim) sorts for band b: on the
+// failing side, below an "at least" band's Min, above an "at most" band's
+// Max, so a seed never votes for a pass it did not measure.
+func (b *Band) failing() float64 {
+	if b != nil && b.Min != nil {
+		return math.Inf(-1)
+	}
+	return math.Inf(1)
+}
+
+// bandMedian is the median of xs with every NaN counted on b's failing
+// side; ±Inf (shown "n/a") when the unmeasured seeds decide it.
+func bandMedian(xs []float64, b *Band) float64 {
+	s := slices.Clone(xs)
+	for i, v := range s {
+		if math.IsNaN(v) {
+			s[i] = b.failing()
+		}
+	}
+	return median(s)
+}
+
 // median of xs (the mean of the middle two for an even count); NaN for
-// none. NaNs (a seed whose run could not measure the value) sort last and
-// count: a claim measured on two of three seeds has the larger of the two
-// as its median, never a pass it did not earn on the third.
+// none. NaNs sort last.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
@@ -181,49 +210,75 @@ func cmpFloat(a, b float64) int {
 // refuses it).
 const legacyWhy = "a yes/no shape"
 
-// mergeChecks folds the checks of every seed's run (runs[0] is the first
-// seed's) into one table: each claim of the first run with the values of
-// every seed that stated it, their median judged against the band. A
-// check without a band is a yes/no claim judged per seed (its Pass). The
-// detail (Measured) stays the first seed's.
+// mergeChecks folds the checks of every seed's run (runs[k] is seed
+// seeds[k]'s) into one table: every claim any seed stated, in the order
+// they first appear, with each seed's value (NaN where a seed did not
+// state or measure it) and their median judged against the band, the
+// unmeasured seeds counted on the failing side (bandMedian). A check
+// without a band is a yes/no claim judged per seed (its Pass). A claim is
+// not testable only when every seed says so; where seeds disagree, the
+// ones that could not test it count as unmeasured. The detail (Measured)
+// is the first stating seed's.
 func mergeChecks(runs [][]Check, seeds []uint64) []Check {
-	if len(runs) == 0 {
-		return nil
-	}
-	out := make([]Check, 0, len(runs[0]))
-	for _, c := range runs[0] {
-		m := c
-		if m.Band == nil && m.NotTestable == "" {
-			m.Band = Holds(legacyWhy)
+	type key struct{ target, claim string }
+	var order []key
+	first := map[key]Check{}
+	for _, run := range runs {
+		for _, c := range run {
+			k := key{c.Target, c.Claim}
+			if _, ok := first[k]; !ok {
+				order = append(order, k)
+				first[k] = c
+			}
 		}
-		m.Values, m.Seeds = nil, nil
-		for k, run := range runs {
+	}
+	out := make([]Check, 0, len(order))
+	for _, k := range order {
+		m := first[k]
+		m.Values, m.Seeds, m.NotTestable = nil, nil, ""
+		untestable, reason := 0, ""
+		for i, run := range runs {
+			v, stated := math.NaN(), false
 			for _, o := range run {
-				if o.Target != c.Target || o.Claim != c.Claim {
+				if o.Target != k.target || o.Claim != k.claim {
 					continue
 				}
-				v := o.Value
-				if o.Band == nil && o.NotTestable == "" {
+				stated = true
+				switch {
+				case o.NotTestable != "":
+					untestable++
+					if reason == "" {
+						reason = o.NotTestable
+					}
+				case o.Band == nil:
 					v = 0
 					if o.Pass {
 						v = 1
 					}
+				default:
+					v = o.Value
+					if m.Band == nil {
+						m.Band = o.Band
+					}
 				}
-				if o.NotTestable != "" && m.NotTestable == "" {
-					m.NotTestable = o.NotTestable
-				}
-				m.Values = append(m.Values, v)
-				m.Seeds = append(m.Seeds, seeds[k])
 				break
 			}
+			m.Values = append(m.Values, v)
+			if stated {
+				m.Seeds = append(m.Seeds, seeds[i])
+			}
 		}
-		// A seed that did not state the claim counts as unmeasured.
-		for len(m.Values) < len(runs) {
-			m.Values = append(m.Values, math.NaN())
+		if untestable == len(runs) {
+			m.NotTestable, m.Band, m.Values, m.Median, m.Value, m.Pass = reason, nil, nil, math.NaN(), math.NaN(), false
+			out = append(out, m)
+			continue
 		}
-		m.Median = median(m.Values)
+		if m.Band == nil {
+			m.Band = Holds(legacyWhy)
+		}
+		m.Median = bandMedian(m.Values, m.Band)
 		m.Value = m.Median
-		m.Pass = m.NotTestable == "" && m.Band.Contains(m.Median)
+		m.Pass = m.Band.Contains(m.Median)
 		out = append(out, m)
 	}
 	return out

@@ -19,7 +19,8 @@ func TestBandContainsAndString(t *testing.T) {
 		{Between(20, 50, "%", ""), 50, true, "20–50%"},
 		{AtMost(10, "%", ""), 10.5, false, "≤ 10%"},
 		{AtMost(10, "%", ""), -3, true, "≤ 10%"},
-		{AtLeast(1, "×", ""), 1.02, true, "≥ 1×"}, {Between(6, 14, "flows", ""), 8, true, "6–14 flows"},
+		{AtLeast(1, "×", ""), 1.02, true, "≥ 1×"}, {AtLeast(1, "×", ""), 1, true, "≥ 1×"},
+		{Above(1, "×", ""), 1, false, "> 1×"}, {Above(1, "×", ""), 1.001, true, "> 1×"}, {Between(6, 14, "flows", ""), 8, true, "6–14 flows"},
 		{Around(5.09, 0.2, "µs", ""), 6.2, false, "4.07–6.11 µs"},
 		{Holds(""), 1, true, "holds"},
 		{Holds(""), 0, false, "holds"},
@@ -43,9 +44,7 @@ func TestMedian(t *testing.T) {
 		{[]float64{3, 1, 2}, 2},
 		{[]float64{4, 1, 2, 3}, 2.5},
 		{[]float64{5}, 5},
-		// An unmeasured seed sorts last: 2 of 3 measured, the larger wins
-		// (no pass earned on a seed that measured nothing below it).
-		{[]float64{1, nan, 9}, 9},
+		{[]float64{1, nan, 9}, 9}, // NaN sorts last; bandMedian places it
 	} {
 		if got := median(c.xs); got != c.want {
 			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
@@ -82,11 +81,28 @@ func TestMergeChecks(t *testing.T) {
 	if c := got[2]; c.Testable() || c.Pass || !strings.HasPrefix(c.Verdict(), "not testable here: no BGP") {
 		t.Errorf("untestable check merged to %+v", c)
 	}
-	// Seed 3 does not state the claim: it counts as unmeasured (NaN, which
-	// sorts last), so the median of {10, 30, NaN} is 30.
-	got = mergeChecks([][]Check{run(10, true, ""), run(30, true, ""), {}}, []uint64{1, 2, 3})
-	if c := got[0]; c.Median != 30 || !math.IsNaN(c.Values[2]) {
+	// Seed 3 does not state the claims: it counts as unmeasured, on the
+	// failing side of each band — {10, 30, unmeasured} in 20–50 has median
+	// 10 (differs), and a yes/no claim that fails on seed 1, holds on seed
+	// 2 and is unstated on seed 3 differs: an unmeasured seed never votes
+	// for a pass.
+	got = mergeChecks([][]Check{run(10, false, ""), run(30, true, ""), {}}, []uint64{1, 2, 3})
+	if c := got[0]; c.Pass || c.Median != 10 || !math.IsNaN(c.Values[2]) || len(c.Seeds) != 2 {
 		t.Errorf("missing seed merged to %+v", c)
+	}
+	if c := got[1]; c.Pass {
+		t.Errorf("yes/no with an unstated seed merged to %+v, want differs", c)
+	}
+	// An "at most" band: the unmeasured seed sorts above Max.
+	atMost := func(v float64) []Check { return []Check{bandCheck("T3", "unusable", "≤ 10%", AtMost(10, "%", ""), v, "")} }
+	if c := mergeChecks([][]Check{atMost(5), atMost(math.NaN()), atMost(math.NaN())}, []uint64{1, 2, 3})[0]; c.Pass || !math.IsInf(c.Median, 1) || c.Band.Format(c.Median) != "n/a" {
+		t.Errorf("at-most band with two unmeasured seeds merged to %+v, want differs at n/a", c)
+	}
+	// Seeds that disagree on testability: the untestable one is unmeasured;
+	// a claim only a later seed states is kept.
+	got = mergeChecks([][]Check{{notTestable("T7", "c", "e", "why")}, {holdsCheck("T7", "c", "e", "w", true, "")}, {holdsCheck("T7", "c", "e", "w", true, ""), holdsCheck("T9", "late", "e", "w", true, "")}}, []uint64{1, 2, 3})
+	if len(got) != 2 || !got[0].Testable() || !got[0].Pass || got[1].Claim != "late" || got[1].Pass {
+		t.Errorf("disagreeing / late claims merged to %+v", got)
 	}
 	got = mergeChecks([][]Check{run(10, true, ""), run(15, true, ""), run(60, true, "")}, []uint64{1, 2, 3})
 	if c := got[0]; c.Pass || c.Verdict() != "differs" {

@@ -267,7 +267,8 @@ type File struct {
 }
 
 // Passed reports whether every check the setup can test passed (and
-// there was one), and lists the differing ones.
+// there was one) and no point failed, and lists the differing checks
+// (median and spread against the band).
 func (r *Results) Passed() (bool, []string) {
 	var bad []string
 	testable := 0
@@ -277,10 +278,10 @@ func (r *Results) Passed() (bool, []string) {
 		}
 		testable++
 		if !c.Pass {
-			bad = append(bad, fmt.Sprintf("%s %q: expected %s, measured %s", c.Target, c.Claim, c.Expected, c.Measured))
+			bad = append(bad, fmt.Sprintf("%s %q: expected %s (band %s), median %s, spread %s", c.Target, c.Claim, c.Expected, c.Band, c.Band.Format(c.Median), c.spread()))
 		}
 	}
-	return len(bad) == 0 && testable > 0, bad
+	return len(bad) == 0 && testable > 0 && len(r.Failed) == 0, bad
 }
 
 var registry = map[string]Experiment{}

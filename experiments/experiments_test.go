@@ -87,8 +87,8 @@ func TestQuickRunsPass(t *testing.T) {
 				if c.Band == nil || c.Band.Why == "" || c.Band.Why == legacyWhy {
 					t.Errorf("%s %q has no band with a reason", c.Target, c.Claim)
 				}
-				if len(c.Values) != DefaultSeeds {
-					t.Errorf("%s %q was judged on %d seeds, want %d", c.Target, c.Claim, len(c.Values), DefaultSeeds)
+				if len(c.Seeds) != DefaultSeeds {
+					t.Errorf("%s %q was stated by %d seeds (%v), want all %d", c.Target, c.Claim, len(c.Seeds), c.Seeds, DefaultSeeds)
 				}
 				switch {
 				case !c.Pass && listed:

@@ -243,13 +243,13 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 // of the same transport (see Describe).
 func (permutation) checks(ecmp, ecmpLone, ecmpWorst, spray, sprayLone, sprayWorst, trialLo, trialHi float64, trials int, fluid string) []Check {
 	return []Check{
-		bandCheck("fabric facts", "random permutation, ECMP one path per flow: mean per-flow goodput ~40–55% of line rate",
+		bandCheck("fabric facts", "random permutation, ECMP one path per flow: mean per-flow goodput ~40–55% of line rate (of a lone flow of the same transport: line rate less headers)",
 			"ECMP with one random path per flow reaches only ~40–55% of line rate on average",
 			Between(40, 55, "%", "the published range itself: \"~40–55% on average\" over leaf-spine and fat-tree fabrics; the mean over the trials is held to it"),
 			100*ecmp/ecmpLone,
 			fmt.Sprintf("ECMP mean %.1f%% of the lone flow (%.1f%% of line rate; lone flow %.1f%%, worst flow %.1f%%) over %d permutations; per-trial means %.1f–%.1f%%; fluid max-min model of the same permutations %s",
 				100*ecmp/ecmpLone, 100*ecmp, 100*ecmpLone, 100*ecmpWorst, trials, 100*trialLo, 100*trialHi, fluid)),
-		bandCheck("fabric facts", "random permutation, per-packet spraying: mean per-flow goodput ~100% of line rate",
+		bandCheck("fabric facts", "random permutation, per-packet spraying: mean per-flow goodput ~100% of line rate (of a lone flow of the same transport: line rate less headers)",
 			"per-packet spraying reaches ~100%",
 			AtLeast(95, "%", "\"~100%\": spraying leaves no collision on a non-blocking Clos; 5 points allow the queueing of flows meeting at a T1 for a packet time, and stay far above ECMP's 40–55%"),
 			100*spray/sprayLone,
