@@ -48,14 +48,19 @@ func (failover) Params() []Param {
 }
 func (failover) Describe() string {
 	return `Host 0 writes to the last host (across T1) over one QP with the payload
-carried and compared byte for byte. At exp.cutAt the busiest T0–T1 link at
-that moment (faults selector busiest:t0-t1: a link on the transfer's active
-path) goes down in both directions and stays down. MRC: uSID, spraying over
-every plane; its path-state machine must move off the dead path. RoCE: ECMP,
-go-back-N, with BGP-style routing reconvergence (fabric.ecmpReconvergence =
-exp.reconvergence): the flow keeps hashing onto the dead link until the
-switches route around it, so it stalls until then — or until its retries run
-out, whichever comes first. The fault is measured by
+carried and compared byte for byte. At exp.cutAt one cable of the
+transfer's active path goes down in both directions and stays down, in two
+runs per transport: the source-side cut (faults selector busiest:t0-t1, the
+source T0's uplink) and the destination-side cut (busiest:t1-t0, the T1's
+downlink into the destination's T0). MRC: uSID, spraying over every plane; its
+path-state machine must move off the dead path. RoCE: ECMP, go-back-N, with
+BGP-style routing reconvergence (fabric.ecmpReconvergence =
+exp.reconvergence): the source T0 does not own that cable, so it keeps
+hashing the flow onto the T1 that lost its way down until routing tells it
+(the source-side cut it withdraws at once, as a switch sees its own
+cables, so T7's RoCE claim is tested on the destination-side cut), and the
+flow stalls until then — or
+until its retries run out, whichever comes first. The fault is measured by
 the faults package's recorder (first loss, detection, bypass = the last data
 frame sent into the dead link, frames lost); the drill also runs the same
 transfer without the fault for the slowdown. Throughput over time is the
@@ -65,6 +70,7 @@ included) per sampling interval.`
 
 type foCell struct {
 	name    string
+	side    string // which cable of the path is cut
 	sets    []string
 	mrc     bool
 	s       *faults.Summary
@@ -114,13 +120,24 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		return nil, err
 	}
 	size, cutAt, interval, deadline := prm.size, prm.cutAt, prm.interval, prm.deadline
-	plan, err := faults.ParsePlan("failover", []byte(fmt.Sprintf("events:\n  - at: %dns\n    kind: link_down\n    target: busiest:t0-t1\n", cutAt.Nanoseconds())))
-	if err != nil {
-		return nil, err
+	// Two cuts of the active path: the source T0's uplink (busiest:t0-t1
+	// picks it: ties go to the first cable, the source's) and the T1's
+	// downlink into the destination T0 (busiest:t1-t0), which the source
+	// T0 does not own.
+	sides := []struct{ name, sel string }{{"source-side cut", "busiest:t0-t1"}, {"destination-side cut", "busiest:t1-t0"}}
+	plans := map[string]*faults.Plan{}
+	for _, sd := range sides {
+		pl, err := faults.ParsePlan("failover", []byte(fmt.Sprintf("events:\n  - at: %dns\n    kind: link_down\n    target: %s\n", cutAt.Nanoseconds(), sd.sel)))
+		if err != nil {
+			return nil, err
+		}
+		plans[sd.name] = pl
 	}
-	cells := []*foCell{
-		{name: "MRC, 1 QP", mrc: true, sets: mrcSets(1, "transport.payload=real")},
-		{name: "RoCE, 1 QP", sets: roceSets(1, "transport.payload=real", "fabric.ecmpReconvergence="+prm.reconverge.String())},
+	var cells []*foCell
+	for _, sd := range sides {
+		cells = append(cells,
+			&foCell{name: "MRC, 1 QP, " + sd.name, side: sd.name, mrc: true, sets: mrcSets(1, "transport.payload=real")},
+			&foCell{name: "RoCE, 1 QP, " + sd.name, side: sd.name, sets: roceSets(1, "transport.payload=real", "fabric.ecmpReconvergence="+prm.reconverge.String())})
 	}
 	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
 	res := &Results{Columns: []string{"transport", "bytes", "cut_at_ns", "fault_target", "transport_outcome", "fault_outcome", "first_loss_ns", "detect_ns", "bypass_ns",
@@ -145,7 +162,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		var c, base *cluster.Cluster
 		var last uint64
 		var sample func()
-		cell.s, err = faults.Drill(cfg, faults.DrillOptions{Plan: plan, Deadline: deadline, Baseline: true, Parallel: env.Parallel,
+		cell.s, err = faults.Drill(cfg, faults.DrillOptions{Plan: plans[cell.side], Deadline: deadline, Baseline: true, Parallel: env.Parallel,
 			Workload:   faults.Workload{Pattern: "p2p", Src: 0, Dst: dst, Bytes: size},
 			OnBaseline: func(cl *cluster.Cluster) { base = cl; env.Watch(cl) },
 			OnCluster: func(cl *cluster.Cluster) {
@@ -217,13 +234,19 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	res.Points = len(cells)
 	// RoCE stalling (or erroring) is what the experiment shows, and its
 	// check asserts it; MRC not completing is a failure.
-	if s := cells[0].s; s.TransportOutcome != "completed" {
-		res.Failed = append(res.Failed, fmt.Sprintf("%s (transfer %s, %d QP errors)", cells[0].name, s.TransportOutcome, s.QPErrors))
+	for _, c := range cells {
+		if s := c.s; c.mrc && s.TransportOutcome != "completed" {
+			res.Failed = append(res.Failed, fmt.Sprintf("%s (transfer %s, %d QP errors)", c.name, s.TransportOutcome, s.QPErrors))
+		}
 	}
 	sortMarks(tp.Marks)
 	res.Table, res.Plots = tb.String(), []Plot{tp}
 	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
-	res.Checks = append(res.Checks, failoverChecks(cells[0], cells[1], prm)...)
+	res.Checks = append(res.Checks, failoverChecks(cells, prm)...)
+	if r := cells[1]; r.s.TransportOutcome == "completed" {
+		res.Notes += fmt.Sprintf("**The source-side cut under RoCE.** The source T0 owns that cable and withdraws it from its ECMP group at once (a switch sees its own cables; fabric.ecmpReconvergence delays only what it learns of the rest of the fabric), so RoCE rides it out: stalled %s, %d timeouts. TARGETS T7's \"stalls until routing reconverges\" is the destination-side cut, which its check tests.\n\n",
+			durText(r.stall(prm).Round(time.Microsecond)), r.s.Timeouts)
+	}
 	return res, nil
 }
 
@@ -259,27 +282,40 @@ func (cell *foCell) stall(p foParams) time.Duration {
 	return end - time.Duration(k0)*iv
 }
 
-// failoverChecks are T7's checks: MRC's bypass time and its QP's survival,
-// RoCE's stall against the routing reconvergence and its retry budget.
-func failoverChecks(mc, rc *foCell, p foParams) []Check {
-	m, r := mc.s, rc.s
-	mf, rf := m.Faults[0], r.Faults[0]
-	bypass := math.NaN() // µs; not bypassed (or the cut missed the path): unmeasured
-	if mf.Outcome == "bypassed" && mf.BypassNs >= 0 && mf.DataIntoFail > 0 {
-		bypass = float64(mf.BypassNs) / 1e3
+// failoverChecks are T7's checks: MRC's bypass time for each cut and its
+// QP's survival, RoCE's stall on the destination-side cut against the
+// routing reconvergence and its retry budget. cells are MRC and RoCE for
+// the source-side cut, then for the destination-side one.
+func failoverChecks(cells []*foCell, p foParams) []Check {
+	var cs []Check
+	survived, survDetail := true, ""
+	for _, mc := range cells {
+		if !mc.mrc {
+			continue
+		}
+		m, mf := mc.s, mc.s.Faults[0]
+		bypass := math.NaN() // µs; not bypassed (or the cut missed the path): unmeasured
+		if mf.Outcome == "bypassed" && mf.BypassNs >= 0 && mf.DataIntoFail > 0 {
+			bypass = float64(mf.BypassNs) / 1e3
+		}
+		mDetail := fmt.Sprintf("MRC, %s: fault %s, detect %s, bypass %s, %d frames into the dead link, %d lost; transfer %s (%d/%d verified), %d QP errors, %d timeouts; slowdown %+.1f%%",
+			mc.side, mf.Outcome, usOrNever(mf.DetectNs), usOrNever(mf.BypassNs), mf.DataIntoFail, mf.PacketsLost, m.TransportOutcome, m.Verified, m.Transfers, m.QPErrors, m.Timeouts, 100*m.Slowdown)
+		cs = append(cs, bandCheck("T7", "MRC, "+mc.side+": traffic leaves the cut link within a few tens of µs (cut → last data frame into it)", "MRC bypasses the path in a few tens of microseconds",
+			Between(0, 50, "µs", "\"a few tens of microseconds\": at most 50 µs"), bypass, mDetail))
+		survived = survived && m.TransportOutcome == "completed" && m.QPErrors == 0 && m.Verified == m.Transfers
+		if survDetail != "" {
+			survDetail += "; "
+		}
+		survDetail += fmt.Sprintf("%s: transfer %s (%d/%d verified), %d QP errors", mc.side, m.TransportOutcome, m.Verified, m.Transfers, m.QPErrors)
 	}
-	mDetail := fmt.Sprintf("MRC: fault %s, detect %s, bypass %s, %d frames into the dead link, %d lost; transfer %s (%d/%d verified), %d QP errors, %d timeouts; slowdown %+.1f%%",
-		mf.Outcome, usOrNever(mf.DetectNs), usOrNever(mf.BypassNs), mf.DataIntoFail, mf.PacketsLost, m.TransportOutcome, m.Verified, m.Transfers, m.QPErrors, m.Timeouts, 100*m.Slowdown)
-	cs := []Check{
-		bandCheck("T7", "MRC: traffic leaves the cut link within a few tens of µs (cut → last data frame into it)", "MRC bypasses the path in a few tens of microseconds",
-			Between(0, 50, "µs", "\"a few tens of microseconds\": at most 50 µs"), bypass, mDetail),
-		holdsCheck("T7", "MRC: no QP failure; the transfer completes byte for byte", "… without QP failure",
-			"\"without QP failure\" is yes or no", m.TransportOutcome == "completed" && m.QPErrors == 0 && m.Verified == m.Transfers, mDetail),
-	}
+	cs = append(cs, holdsCheck("T7", "MRC: no QP failure; the transfer completes byte for byte (both cuts)", "… without QP failure",
+		"\"without QP failure\" is yes or no", survived, survDetail))
+	rc := cells[len(cells)-1] // RoCE, destination-side cut
+	r, rf := rc.s, rc.s.Faults[0]
 	// RoCE: the flow stalls until routing reconverges or its retries run
 	// out, whichever comes first; the budget is the go-back-N timeouts
 	// from the last acknowledgement before the cut to the QP's error.
-	claim := fmt.Sprintf("RoCE (ECMP, reconvergence %s): stalls until routing reconverges or its retries run out, whichever comes first", durText(p.reconverge))
+	claim := fmt.Sprintf("RoCE (ECMP, reconvergence %s), destination-side cut: stalls until routing reconverges or its retries run out, whichever comes first", durText(p.reconverge))
 	const expected = "RoCE stalls until routing reconverges or times out"
 	if rc.timeout <= 0 {
 		return append(cs, notTestable("T7", claim, expected, "the RoCE cell's timeout is unknown"))

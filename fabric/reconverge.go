@@ -13,7 +13,10 @@ import (
 // (Topology.SetReconvergence): a cable's state reaches the routing view
 // delay after it changed, and then every ECMP switch of its plane keeps,
 // per destination subnet, only the next hops of its built group whose
-// cable the view has up and that still reach the subnet.
+// cable the view has up and that still reach the subnet. A switch sees
+// its own cables at once (loss of signal withdraws the next hop locally,
+// as a BGP session on the link drops with it); what it knows of the rest
+// of the fabric is the delayed view.
 type routing struct {
 	topo    *Topology
 	delay   time.Duration
@@ -63,11 +66,21 @@ func (t *Topology) SetReconvergence(delay time.Duration, sched sim.Scheduler) {
 	t.routing.delay, t.routing.sched = delay, sched
 }
 
-// changed hears that l went up or down now.
+// changed hears that l went up or down now: the switches at its ends
+// recompute at once (their own cable), the routing view follows delay
+// later.
 func (r *routing) changed(l *Link) {
 	due := r.sched.Now() + sim.Time(r.delay)
 	r.pending = append(r.pending, linkChange{l, l.up, due})
+	plane := r.planeOf(l)
+	r.sched.AfterFunc(0, func() { r.recompute(plane) })
 	r.sched.AfterFunc(r.delay, r.apply)
+}
+
+// localDown reports whether the cable of switch port p is down now (either
+// direction): what the switch owning p sees at once.
+func localDown(p *Port) bool {
+	return p.Tx != nil && !p.Tx.up || p.Peer != nil && p.Peer.Tx != nil && !p.Peer.Tx.up
 }
 
 // apply moves the changes that are due into the routing view and
@@ -127,7 +140,10 @@ func (r *routing) recompute(plane int) {
 	// so that only guards against one).
 	reach := make([][]uint8, len(t.Switches))
 	var reaches func(i, d int) bool
-	via := func(i, d int) []int32 {
+	// via is switch i's next hops toward subnet d: own cables as they
+	// are now when local (i's own table), as the view has them otherwise
+	// (what another switch knows of i).
+	via := func(i, d int, local bool) []int32 {
 		s, o := t.Switches[i], r.orig[i]
 		if d >= len(o.subnetGroup) || o.subnetGroup[d] < 0 {
 			return nil
@@ -135,7 +151,7 @@ func (r *routing) recompute(plane int) {
 		var out []int32
 		for _, p := range o.groups[o.subnetGroup[d]] {
 			pt := s.Ports[p]
-			if r.cableDown(pt) || pt.Peer == nil {
+			if pt.Peer == nil || local && localDown(pt) || !local && r.cableDown(pt) {
 				continue
 			}
 			next, ok := pt.Peer.Owner.(*Switch)
@@ -160,7 +176,7 @@ func (r *routing) recompute(plane int) {
 			return v == 1
 		}
 		reach[i][d] = 2
-		if len(via(i, d)) > 0 {
+		if len(via(i, d, false)) > 0 {
 			reach[i][d] = 1
 		}
 		return reach[i][d] == 1
@@ -170,7 +186,7 @@ func (r *routing) recompute(plane int) {
 			continue
 		}
 		o := r.orig[i]
-		if len(r.down) == 0 {
+		if len(r.down) == 0 && !switchLocalDown(s) {
 			s.groups, s.subnetGroup = o.groups, o.subnetGroup
 			continue
 		}
@@ -185,7 +201,7 @@ func (r *routing) recompute(plane int) {
 				sg[d] = o.subnetGroup[d]
 				continue
 			}
-			g := via(i, d)
+			g := via(i, d, true)
 			if len(g) == 0 {
 				sg[d] = -1 // no route: dropped (DropNoRoute)
 				continue
@@ -201,6 +217,16 @@ func (r *routing) recompute(plane int) {
 		}
 		s.groups, s.subnetGroup = groups, sg
 	}
+}
+
+// switchLocalDown reports whether any cable of s is down now.
+func switchLocalDown(s *Switch) bool {
+	for _, p := range s.Ports {
+		if p.Tx != nil && localDown(p) {
+			return true
+		}
+	}
+	return false
 }
 
 func groupKey(g []int32) string {

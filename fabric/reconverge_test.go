@@ -130,3 +130,46 @@ func TestECMPReconvergenceFatTree(t *testing.T) {
 		t.Errorf("after reconvergence: %d of 256 arrived", got)
 	}
 }
+
+// A switch sees its own cables at once: with the source T0's uplink to
+// T1 0 cut, T0 0 withdraws that next hop locally and nothing is lost even
+// before the delay (without reconvergence the flows hashed onto it are).
+// A flap shorter than the delay replays in the view later, but no switch
+// loses its route for the cable it owns, so nothing is dropped then
+// either.
+func TestECMPReconvergenceLocalCable(t *testing.T) {
+	const delay = 2 * time.Millisecond
+	for _, on := range []bool{false, true} {
+		loop := sim.NewLoop(sim.Options{Seed: 1})
+		topo := smallClos(t, loop, 1, 2, 2, 2, DefaultOptions(ForwardECMP))
+		if on {
+			topo.SetReconvergence(delay, loop)
+		}
+		hs := attach(topo)
+		const n = 64
+		t0 := topo.Switch("p0.t0.0")
+		cut := t0.Ports[2] // T0 0's uplink to T1 0 (TestECMPReconvergence's via0)
+		cut.Tx.SetUp(false)
+		cut.Peer.Tx.SetUp(false)
+		loop.RunUntil(loop.Now() + sim.Microsecond) // the local recompute's event
+		lost := n - burst(topo, hs, n)
+		switch {
+		case on && lost != 0:
+			t.Errorf("reconvergence on, right after the local cut: %d of %d lost, want none (local withdrawal)", lost, n)
+		case !on && lost == 0:
+			t.Errorf("without reconvergence: nothing lost across a cut uplink")
+		}
+		if !on {
+			continue
+		}
+		cut.Tx.SetUp(true) // back within the delay: a flap
+		cut.Peer.Tx.SetUp(true)
+		loop.RunUntil(loop.Now() + sim.Microsecond)
+		for _, at := range []time.Duration{0, delay / 2, delay, 3 * delay / 2} {
+			loop.RunUntil(loop.Now() + sim.Time(at/4))
+			if got := burst(topo, hs, n); got != n {
+				t.Errorf("during the flap's replay (+%v): %d of %d arrived", at, got, n)
+			}
+		}
+	}
+}

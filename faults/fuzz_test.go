@@ -131,7 +131,7 @@ func FuzzParsePlan(f *testing.F) {
 func FuzzParseSelector(f *testing.F) {
 	for _, s := range []string{"link:p1.t0.0-p1.t1.1", "link:p1.t1.1-p1.t0.0", "link:p1.t0.0/3", "link:h3/p1", "link:p1.t0.*-p1.t1.1",
 		"link:h0-p0.t0.0", "port:p1.t0.0/*", "switch:p*.t1.0", "switch:p0.t0.[01]", "plane:1", "nic:h1/p0", "nic:h3", "osfp:p0.t0.0/0", "osfp:h1",
-		"random:t0-t1", "random:t0-t1,plane=1", "random:nic,plane=0", "random:switch,tier=0,plane=1", "busiest:t0-t1,plane=1", "wire:x", "link:", ""} {
+		"random:t0-t1", "random:t0-t1,plane=1", "random:nic,plane=0", "random:switch,tier=0,plane=1", "busiest:t0-t1,plane=1", "busiest:t1-t0", "random:t1-t0", "wire:x", "link:", ""} {
 		f.Add(s)
 	}
 	topo := tinyTopo(f)

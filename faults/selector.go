@@ -32,6 +32,11 @@ import (
 //	busiest:t0-t1[,plane=N]
 //	                    the T0–T1 cable that carried the most data frames so
 //	                    far, chosen when the event starts (an active path)
+//	busiest:t1-t0[,plane=N]
+//	                    the same, counting only frames sent down (T1 → T0):
+//	                    the last fabric cable of an active path, which the
+//	                    source T0 does not own (under ECMP reconvergence it
+//	                    hears of the cut only through routing)
 type Selector struct {
 	Type  string // link, port, switch, plane, nic, osfp, random, busiest
 	A, B  string
@@ -93,12 +98,16 @@ func ParseSelector(s string) (Selector, error) {
 		sel.Class = parts[0]
 		switch sel.Class {
 		case "t0-t1":
+		case "t1-t0":
+			if typ != "busiest" {
+				return sel, fmt.Errorf("bad selector %q: t1-t0 is for busiest only (random:t0-t1 draws any T0–T1 cable)", s)
+			}
 		case "nic", "switch":
 			if typ == "busiest" {
 				return sel, fmt.Errorf("bad selector %q: busiest takes t0-t1 only", s)
 			}
 		default:
-			return sel, fmt.Errorf("bad selector %q: unknown class %q (want t0-t1, nic or switch)", s, sel.Class)
+			return sel, fmt.Errorf("bad selector %q: unknown class %q (want t0-t1, t1-t0, nic or switch)", s, sel.Class)
 		}
 		for _, p := range parts[1:] {
 			k, v, _ := strings.Cut(p, "=")
@@ -409,7 +418,7 @@ func (r *resolver) candidates(sel Selector) candSet {
 		sa, aSw := c.A.Owner.(*fabric.Switch)
 		sb, bSw := c.B.Owner.(*fabric.Switch)
 		switch sel.Class {
-		case "t0-t1":
+		case "t0-t1", "t1-t0":
 			if aSw && bSw && sa.Tier == 0 && sb.Tier == 1 && (sel.Plane < 0 || sa.Plane == sel.Plane) {
 				out.cables = append(out.cables, c)
 			}
@@ -424,13 +433,17 @@ func (r *resolver) candidates(sel Selector) candSet {
 }
 
 // busiest picks the candidate cable with the most data frames sent so far
-// (both directions).
+// (both directions; for t1-t0 only those the T1 sent down, c.B being the
+// T1's port).
 func (r *resolver) busiest(sel Selector) *Target {
 	var best Cable
 	var most uint64
 	cs := r.candidates(sel).cables
 	for _, c := range cs {
-		n := dataTx(c.A) + dataTx(c.B)
+		n := dataTx(c.B)
+		if sel.Class != "t1-t0" {
+			n += dataTx(c.A)
+		}
 		if n > most || best.A == nil {
 			best, most = c, n
 		}
