@@ -687,7 +687,7 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	q.cc.onAck(now, rcvd, delay, hasDelay, (s.M == PathSkipOnce || s.M == PathAlwaysSkip) && !s.ProbeResp, q.inflight)
 	q.cc.onPenalty(c.RcvCwndPen)
 	if q.cfg.LossDetection == LossOOO {
-		q.sleek(now, int(c.OOOCount))
+		q.sleek(now, int(c.OOOCount), cack)
 	}
 	q.detectLoss(now)
 	q.completeWRs()
@@ -856,12 +856,19 @@ func (q *QP) fastLose(now int64, psn uint32, r *pktRec, penalize bool) {
 }
 
 // sleek is the spec's fast-loss rule ([I], htsim's runSleek), run on every
-// SACK with its out-of-order count: when the count reaches the threshold
-// the QP enters loss recovery until cack reaches the highest PSN sent so
-// far; while it lasts, every SACK retransmits the unacknowledged PSNs in
-// [cack+1, min(that end, cack+1 + cwnd in packets)) not retransmitted yet
-// in this recovery.
-func (q *QP) sleek(now int64, ooo int) {
+// SACK with its out-of-order count and its cumulative ack (cack): when the
+// count reaches the threshold the QP enters loss recovery until the QP's
+// cumulative ack reaches the highest PSN sent so far; while it lasts, every
+// SACK retransmits the unacknowledged PSNs in [cack+1, min(that end,
+// cack+1 + cwnd in packets)) not retransmitted yet in this recovery.
+//
+// The range is anchored at the SACK's own cumulative ack, as htsim anchors
+// runSleek's at the ACK's cum_ack: the out-of-order count describes the
+// PSNs above that ack. A SACK overtaken by a later one (SACKs are sprayed
+// too) carries an older cack; read from the QP's newer cack instead, its
+// range would reach PSNs sent after that SACK left the responder, still in
+// flight, and resend them.
+func (q *QP) sleek(now int64, ooo int, cack uint32) {
 	if q.recovery && psnDiff(q.cack, q.recEnd) >= -1 {
 		q.recovery = false
 	}
@@ -876,7 +883,8 @@ func (q *QP) sleek(now int64, ooo int) {
 	if psnDiff(q.rtxNext, from) > 0 {
 		from = q.rtxNext
 	}
-	end := psnAdd(q.cack, 1+int(q.cwnd()/int64(q.cfg.PMTU)))
+	// cack ≤ q.cack: rcvSACK applied it first.
+	end := psnAdd(cack, 1+int(q.cwnd()/int64(q.cfg.PMTU)))
 	if psnDiff(q.recEnd, end) < 0 {
 		end = q.recEnd
 	}

@@ -196,6 +196,41 @@ func TestSpecSleekOOO(t *testing.T) {
 	}
 }
 
+// The fast-loss rule reads a SACK's out-of-order count against that SACK's
+// own cumulative ack, as htsim's runSleek(ooo, cum_ack) does. SACKs are
+// sprayed and can arrive out of order: here a SACK that left the responder
+// before 1000..1015 were all received (cack 999, 1001..1007 seen, count 7)
+// arrives after the one that acknowledged them all (cack 1015), when
+// 1016..1031 have just been sent. Its count is about [1000, 1016), all
+// acknowledged by now, so nothing is resent. Before, its range started at
+// the QP's newer cack and the 16 packets just sent went again.
+func TestSpecSleekStaleSACK(t *testing.T) {
+	cfg := smallCfg()
+	cfg.LossDetection = LossOOO
+	cfg.SleekFactor = 0.01 // threshold = SleekMinPackets (5)
+	cfg.TLPFactor = 0
+	cfg.DisableCC = true
+	cfg.NSCC.MaxCwnd = 16 * pmtu // cwnd 16 packets
+	a, b := newPair(t, cfg, 1<<20)
+	a.write(b, 1, verbs.OpWrite, 0, 64*pmtu, 0)
+	pa := a.drain(0, 0xf)
+	if len(pa) != 16 {
+		t.Fatalf("sent %d, cwnd 16", len(pa))
+	}
+	ev := pa[1].tx.EV
+	a.recv(100, sack(t, SETH{EV: ev, CackPSN: 1015, SackOffset: 1, MPR: 1}, CCState{}))
+	if got := psns(t, a.drain(100, 0xf)); len(got) != 16 || got[0] != 1016 || got[15] != 1031 {
+		t.Fatalf("after cack 1015: sent %v, want 1016..1031", got)
+	}
+	a.recv(101, sack(t, SETH{EV: ev, CackPSN: 999, SackOffset: 2, Bitmap: 0b1111111, MPR: 1}, CCState{OOOCount: 7}))
+	if got := psns(t, a.drain(101, 0xf)); len(got) != 0 {
+		t.Fatalf("the overtaken SACK resent %v, sent after it left the responder", got)
+	}
+	if n := a.q.MRCStats().FastRetransmits; n != 0 {
+		t.Fatalf("%d fast retransmissions, want 0", n)
+	}
+}
+
 // With SkipDuration > 0 only GOOD EVs carry data: an EV put in SKIP is
 // replaced in the active set by a GOOD backup of the same plane. Before,
 // it stayed in the active set (and with every active EV in SKIP the plane
