@@ -434,7 +434,7 @@ func (alltoall) scaling(ctx context.Context, env *Env, p a2aParams, res *Results
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ranks\tT0s per plane\ttime (µs)\tbusbw (GB/s)\tformula time (µs)\tformula busbw (GB/s)\tof formula (%%)\tα (µs)\tresult\n")
 	pl := Plot{Name: "a2a_scaling", Title: fmt.Sprintf("pairwise all-to-all %s, MRC 1 QP, no loss: busbw vs ranks", collectives.FormatBytes(p.scaleSize)),
-		XLabel: "ranks", YLabel: "busbw (GB/s)"}
+		XLabel: "ranks (count)", YLabel: "busbw (GB/s)"}
 	meas, form := Series{Name: "MRC, measured"}, Series{Name: "formula (P−1)α + (P−1)/P · S/B"}
 	for i, ranks := range p.scaleRanks {
 		if interrupted(ctx) {

@@ -20,7 +20,7 @@ var unitsRuns = map[string][]string{
 	"alltoall":       {"size=1M", "losses=0,0.01", "roceQPs=1"},
 	"blast-radius":   {"topologies=2x100G,1x800G", "t1s=8", "from=100us", "to=150us"},
 	"collateral":     {"each=2M", "tail=100us"},
-	"dcqcn-tuning":   {"senders=3", "stagger=100us", "hold=200us"},
+	"dcqcn-tuning":   {"senders=3", "stagger=100us", "hold=200us", "settle=50us"},
 	"failover":       nil, // quick as is: under a second
 	"flapping":       {"size=4M", "flapAt=300us", "flapFor=500us", "settle=100us", "after=200us"},
 	"p2p":            {"writes=4K,32K", "stream=1M"},

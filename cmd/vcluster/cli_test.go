@@ -153,7 +153,7 @@ func TestExtraCommands(t *testing.T) {
 func TestRunDeterministicOutputs(t *testing.T) {
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	for _, dir := range []string{a, b} {
-		if code, _, errOut := runCLI(t, "run", "--quick", "--out", dir, "--set", "output.pcap=p0.t1.0/0,h0/p1", "--seed", "7"); code != 0 {
+		if code, _, errOut := runCLI(t, "run", "--quick", "--out", dir, "--set", "output.pcap=p0.t1.0/0,h0/p0", "--seed", "7"); code != 0 {
 			t.Fatalf("run exited %d: %s", code, errOut)
 		}
 	}

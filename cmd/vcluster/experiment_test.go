@@ -20,7 +20,7 @@ import (
 
 // `vcluster run` (quick size) completes and writes every file of the
 // report directory, each of which is what it claims to be: results.csv
-// and results.json hold the same 9 cells (3 transports × 3 losses), every
+// and results.json hold the same 12 cells (3 transports × 3 losses), every
 // byte check of a cell passed or was elided, the check table (md, html,
 // json) is not empty and agrees, report.html is self-contained, the plots
 // decode, and the manifest lists the files and records the run.
@@ -57,15 +57,15 @@ func TestRunWritesReport(t *testing.T) {
 		t.Errorf("manifest lists files %v, want %v", listed, files)
 	}
 
-	// results.csv and results.json: the same 9 cells.
+	// results.csv and results.json: the same 12 cells.
 	f, _ := os.Open(filepath.Join(dir, "results.csv"))
 	rows, err := csv.NewReader(f).ReadAll()
 	f.Close()
 	if err != nil {
 		t.Fatalf("results.csv: %v", err)
 	}
-	if len(rows) != 1+9 || !slices.Equal(rows[0][:4], []string{"transport", "qps", "loss", "ranks"}) {
-		t.Fatalf("results.csv: header %v and %d rows, want 9", rows[0], len(rows)-1)
+	if len(rows) != 1+12 || !slices.Equal(rows[0][:4], []string{"transport", "qps", "loss", "ranks"}) {
+		t.Fatalf("results.csv: header %v and %d rows, want 12", rows[0], len(rows)-1)
 	}
 	col := map[string]int{}
 	for i, c := range rows[0] {
@@ -88,7 +88,7 @@ func TestRunWritesReport(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if res.Experiment != experiments.DefaultName || len(res.Rows) != 9 || res.Rows[8]["transport"] != rows[9][0] || len(res.Checks) == 0 {
+	if res.Experiment != experiments.DefaultName || len(res.Rows) != 12 || res.Rows[11]["transport"] != rows[12][0] || len(res.Checks) == 0 {
 		t.Errorf("results.json: %s, %d rows, %d checks", res.Experiment, len(res.Rows), len(res.Checks))
 	}
 	for _, c := range res.Checks {
@@ -111,12 +111,12 @@ func TestRunWritesReport(t *testing.T) {
 	// and checks as tables.
 	h, _ := os.ReadFile(filepath.Join(dir, "report.html"))
 	l := experiments.LintReportHTML(h)
-	if len(l.Problems) > 0 || l.SVGs != 1 || l.Tables["checks"] != len(res.Checks)+1 || l.Tables["results"] != 9+1 {
+	if len(l.Problems) > 0 || l.SVGs != 1 || l.Tables["checks"] != len(res.Checks)+1 || l.Tables["results"] != 12+1 {
 		t.Errorf("report.html: %d SVGs, tables %v for %d checks, problems %v", l.SVGs, l.Tables, len(res.Checks), l.Problems)
 	}
 	// The plot's data reads back as the plot the report drew.
 	plots, err := experiments.ReadPlots(dir)
-	if err != nil || len(plots) != 1 || plots[0].Name != "busbw_vs_loss" || len(plots[0].Series) != 3 {
+	if err != nil || len(plots) != 1 || plots[0].Name != "busbw_vs_loss" || len(plots[0].Series) != 4 {
 		t.Errorf("ReadPlots = %d plots, %v", len(plots), err)
 	} else if png, err := experiments.RenderPlotAs(plots[0], "png"); err != nil || !bytes.Equal(png, mustRead(t, filepath.Join(dir, "busbw_vs_loss.png"))) {
 		t.Errorf("busbw_vs_loss.png redrawn from its CSV differs from the run's (%v)", err)

@@ -95,12 +95,12 @@ func TestInterruptExperiment(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	// 16M: each point takes about a second, the signal comes early in
 	// the second point.
-	code, errOut := signalRun(t, os.Interrupt, regexp.MustCompile(`^\[allreduce-loss\] point 2/9 `),
+	code, errOut := signalRun(t, os.Interrupt, regexp.MustCompile(`^\[allreduce-loss\] point 2/12 `),
 		"experiment", "allreduce-loss", "--set", "exp.size=16M", "--progress", "log", "--out", dir)
 	if code != exitInterrupted {
 		t.Errorf("exit status %d, want %d; stderr:\n%s", code, exitInterrupted, errOut)
 	}
-	re := regexp.MustCompile(`^vcluster: interrupted at virtual time [0-9]+\.[0-9]{3} ms \(point [2-9] of 9: [^)]+\); (partial results|manifest) in ` + regexp.QuoteMeta(dir))
+	re := regexp.MustCompile(`^vcluster: interrupted at virtual time [0-9]+\.[0-9]{3} ms \(point [2-9] of 12: [^)]+\); (partial results|manifest) in ` + regexp.QuoteMeta(dir))
 	if l := lastLine(errOut); !re.MatchString(l) {
 		t.Errorf("last stderr line %q does not match %s", l, re)
 	}
@@ -132,12 +132,12 @@ func TestInterruptExperiment(t *testing.T) {
 // after the preflight.
 func TestInterruptRunSIGTERM(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	code, errOut := signalRun(t, syscall.SIGTERM, regexp.MustCompile(`^\[allreduce-loss\] point 1/9 `),
+	code, errOut := signalRun(t, syscall.SIGTERM, regexp.MustCompile(`^\[allreduce-loss\] point 1/12 `),
 		"run", "--progress", "log", "--out", dir)
 	if code != exitInterrupted {
 		t.Errorf("exit status %d, want %d; stderr:\n%s", code, exitInterrupted, errOut)
 	}
-	if l := lastLine(errOut); !strings.HasPrefix(l, "vcluster: interrupted at virtual time ") || !strings.Contains(l, "of 9: ") {
+	if l := lastLine(errOut); !strings.HasPrefix(l, "vcluster: interrupted at virtual time ") || !strings.Contains(l, "of 12: ") {
 		t.Errorf("last stderr line %q, want the interrupt line with the point", l)
 	}
 	if m := readManifest(t, dir); m.Status != "interrupted" {
