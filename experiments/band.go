@@ -19,9 +19,9 @@ type Band struct {
 	Max *float64 `json:"max,omitempty"`
 	// Above makes Min exclusive: "beats" is a strict ordering, a tie is
 	// not a win.
-	Above bool `json:"above,omitempty"`
-	Unit string   `json:"unit,omitempty"`
-	Why  string   `json:"why"`
+	Above bool   `json:"above,omitempty"`
+	Unit  string `json:"unit,omitempty"`
+	Why   string `json:"why"`
 }
 
 // Between is the band [lo, hi].
@@ -39,7 +39,9 @@ func Around(v, rel float64, unit, why string) *Band {
 func AtLeast(lo float64, unit, why string) *Band { return &Band{Min: &lo, Unit: unit, Why: why} }
 
 // Above is (lo, ∞): strictly more than lo.
-func Above(lo float64, unit, why string) *Band { return &Band{Min: &lo, Above: true, Unit: unit, Why: why} }
+func Above(lo float64, unit, why string) *Band {
+	return &Band{Min: &lo, Above: true, Unit: unit, Why: why}
+}
 
 // AtMost is (−∞, hi].
 func AtMost(hi float64, unit, why string) *Band { return &Band{Max: &hi, Unit: unit, Why: why} }

@@ -94,7 +94,9 @@ func TestMergeChecks(t *testing.T) {
 		t.Errorf("yes/no with an unstated seed merged to %+v, want differs", c)
 	}
 	// An "at most" band: the unmeasured seed sorts above Max.
-	atMost := func(v float64) []Check { return []Check{bandCheck("T3", "unusable", "≤ 10%", AtMost(10, "%", ""), v, "")} }
+	atMost := func(v float64) []Check {
+		return []Check{bandCheck("T3", "unusable", "≤ 10%", AtMost(10, "%", ""), v, "")}
+	}
 	if c := mergeChecks([][]Check{atMost(5), atMost(math.NaN()), atMost(math.NaN())}, []uint64{1, 2, 3})[0]; c.Pass || !math.IsInf(c.Median, 1) || c.Band.Format(c.Median) != "n/a" {
 		t.Errorf("at-most band with two unmeasured seeds merged to %+v, want differs at n/a", c)
 	}

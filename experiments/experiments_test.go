@@ -42,24 +42,23 @@ func quickEnv(t *testing.T, e Experiment, sets ...string) *Env {
 // on one 400G plane, the paper's timing): these are the rows whose median
 // lies outside its band at quick size, with why (docs/experiments.md).
 var knownDiffers = map[string]string{
-	"allreduce-loss: 64M, no loss: one MRC QP beats RoCE 16 QPs (busbw MRC / RoCE 16)": "T2, MRC runs ~3% below RoCE 16 QPs on one 400G plane (uSID's outer header and MRC's per-packet overhead)",
-	"allreduce-loss: 64M, no loss: RoCE 1 QP reaches about half of possible (busbw RoCE 1 / MRC 1, %)": "T2, RoCE 1 QP fills one 400G plane: a 16-rank ring has no ECMP collision (4 uplinks per T0, one crossing flow)",
-	"allreduce-loss: 64M, 0.1% loss: MRC nearly unaffected (busbw kept of its loss-free busbw)": "T3, MRC keeps ~77% at 0.1%: one MPR unit stalls behind every hole until its repair",
-	"allreduce-loss: 64M, 0.1% loss: RoCE collapses at every QP count (the most any RoCE setup keeps)": "T3, RoCE keeps ~66% at 0.1%: on a few-µs RTT go-back-N resends little per loss",
-	"allreduce-loss: 64M, 1% loss: RoCE unusable at every QP count (the most any RoCE setup keeps)": "T3, RoCE keeps ~15% at 1%",
-	"alltoall: no loss: one MRC QP beats every RoCE setup at every size (least over sizes of busbw MRC / best RoCE)": "T4, MRC ~0.96× RoCE 8/16 QPs on one 400G plane",
-	"alltoall: 16M, no loss: RoCE 16 QPs slightly worse than 1 QP (busbw RoCE 16 / RoCE 1)": "T4, RoCE 16 QPs ~2.2× 1 QP: one QP's go-back-N and DCQCN cap a direct all-to-all's 15 peers less than 16 QPs",
-	"alltoall: 16M, 0.1% loss, RoCE, 8 QPs: all-to-all more loss-tolerant than ring (busbw kept, all-to-all / ring)": "T4, RoCE 8 QPs: all-to-all keeps less than ring at 0.1% (median 0.94×)",
-	"alltoall: 16M, 0.1% loss, RoCE, 16 QPs: all-to-all more loss-tolerant than ring (busbw kept, all-to-all / ring)": "T4, RoCE 16 QPs: all-to-all keeps less than ring at 0.1% (0.74×)",
-	"blast-radius: one T0–T1 link, 8x100G: the job loses 1/(planes × T1s) of its throughput": "T8, 0.39% is below the job's seed-to-seed noise (1.1–2.9% across seeds at quick)",
-	"blast-radius: one T0–T1 link, 1x800G: the job loses 1/(planes × T1s) of its throughput": "T8, one 800G plane loses ~5%, not 3.1%: MRC carries ~97% of what the remaining uplinks could",
-	"collateral: RoCE+DCQCN 1 QP: victim's mean throughput during the incast": "T5, the victim keeps ~23%, not ~75%: the incast still fires PFC and the victim shares the paused T1 downlink (≈ PFC alone, 98 Gb/s)",
-	"dcqcn-tuning: more aggressive: settled throughput shortfall at the last hop": "T6, settled, the more aggressive setting loses ~1%, not ~10%",
-	"dcqcn-tuning: most aggressive: settled throughput shortfall at the last hop": "T6, settled, the most aggressive setting loses ~6%, not ~20%",
-	"failover: MRC, destination-side cut: traffic leaves the cut link within a few tens of µs (cut → last data frame into it)": "T7, MRC leaves a destination-side cut in ~64 µs: the loss shows at the far end, a round trip later",
-	"flapping: job throughput drop while four links flap": "T9, MRC loses ~3% during the flaps, not ~25%: detect–avoid–revive costs less than the production job's",
+	"allreduce-loss: 64M, no loss: one MRC QP beats RoCE 16 QPs (busbw MRC / RoCE 16)":                                                                                   "T2, MRC runs ~3% below RoCE 16 QPs on one 400G plane (uSID's outer header and MRC's per-packet overhead)",
+	"allreduce-loss: 64M, no loss: RoCE 1 QP reaches about half of possible (busbw RoCE 1 / MRC 1, %)":                                                                   "T2, RoCE 1 QP fills one 400G plane: a 16-rank ring has no ECMP collision (4 uplinks per T0, one crossing flow)",
+	"allreduce-loss: 64M, 0.1% loss: MRC nearly unaffected (busbw kept of its loss-free busbw)":                                                                          "T3, MRC keeps ~77% at 0.1%: one MPR unit stalls behind every hole until its repair",
+	"allreduce-loss: 64M, 0.1% loss: RoCE collapses at every QP count (the most any RoCE setup keeps)":                                                                   "T3, RoCE keeps ~66% at 0.1%: on a few-µs RTT go-back-N resends little per loss",
+	"allreduce-loss: 64M, 1% loss: RoCE unusable at every QP count (the most any RoCE setup keeps)":                                                                      "T3, RoCE keeps ~15% at 1%",
+	"alltoall: no loss: one MRC QP beats every RoCE setup at every size (least over sizes of busbw MRC / best RoCE)":                                                     "T4, MRC ~0.96× RoCE 8/16 QPs on one 400G plane",
+	"alltoall: 16M, no loss: RoCE 16 QPs slightly worse than 1 QP (busbw RoCE 16 / RoCE 1)":                                                                              "T4, RoCE 16 QPs ~2.2× 1 QP: one QP's go-back-N and DCQCN cap a direct all-to-all's 15 peers less than 16 QPs",
+	"alltoall: 16M, 0.1% loss, RoCE, 8 QPs: all-to-all more loss-tolerant than ring (busbw kept, all-to-all / ring)":                                                     "T4, RoCE 8 QPs: all-to-all keeps less than ring at 0.1% (median 0.94×)",
+	"alltoall: 16M, 0.1% loss, RoCE, 16 QPs: all-to-all more loss-tolerant than ring (busbw kept, all-to-all / ring)":                                                    "T4, RoCE 16 QPs: all-to-all keeps less than ring at 0.1% (0.74×)",
+	"blast-radius: one T0–T1 link, 8x100G: the job loses 1/(planes × T1s) of its throughput":                                                                             "T8, 0.39% is below the job's seed-to-seed noise (1.1–2.9% across seeds at quick)",
+	"blast-radius: one T0–T1 link, 1x800G: the job loses 1/(planes × T1s) of its throughput":                                                                             "T8, one 800G plane loses ~5%, not 3.1%: MRC carries ~97% of what the remaining uplinks could",
+	"collateral: RoCE+DCQCN 1 QP: victim's mean throughput during the incast":                                                                                            "T5, the victim keeps ~23%, not ~75%: the incast still fires PFC and the victim shares the paused T1 downlink (≈ PFC alone, 98 Gb/s)",
+	"dcqcn-tuning: more aggressive: settled throughput shortfall at the last hop":                                                                                        "T6, settled, the more aggressive setting loses ~1%, not ~10%",
+	"dcqcn-tuning: most aggressive: settled throughput shortfall at the last hop":                                                                                        "T6, settled, the most aggressive setting loses ~6%, not ~20%",
+	"failover: MRC, destination-side cut: traffic leaves the cut link within a few tens of µs (cut → last data frame into it)":                                           "T7, MRC leaves a destination-side cut in ~64 µs: the loss shows at the far end, a round trip later",
+	"flapping: job throughput drop while four links flap":                                                                                                                "T9, MRC loses ~3% during the flaps, not ~25%: detect–avoid–revive costs less than the production job's",
 	"permutation: random permutation, ECMP one path per flow: mean per-flow goodput ~40–55% of line rate (of a lone flow of the same transport: line rate less headers)": "fabric facts, ECMP reaches ~59% on 16 hosts: collisions alone leave 72% here (fluid model); 40–55% is a larger fabric's",
-
 }
 
 func TestQuickRunsPass(t *testing.T) {
