@@ -178,7 +178,6 @@ func RunSeeds(ctx context.Context, e Experiment, env *Env) (*Results, error) {
 		ek := *env
 		ek.Config.Seed = env.Config.Seed + uint64(k)
 		ek.Config.Fabric.ECMPSeed = env.Config.Fabric.ECMPSeed + uint64(k)
-		ek.SeedIndex = k
 		if n > 1 && env.Observer != nil {
 			ek.Observer = seedObserver{env.Observer, k, n, ek.Config.Seed}
 		}

@@ -75,10 +75,6 @@ type Env struct {
 	// Seeds is --seeds: how many seeds RunSeeds runs (0 and 1: one). Run
 	// itself always runs one seed, Config.Seed.
 	Seeds int
-	// SeedIndex is which of RunSeeds' seeds this run is (0: the first, whose
-	// table and plots the report shows). A run may skip what only those show
-	// (an informational table) on the others; every check must be stated.
-	SeedIndex int
 	// Beside names the files the command writes into the run directory
 	// beside the experiment's own (counters.csv, a capture), for the
 	// report's list of files.

@@ -204,7 +204,7 @@ func TestBaselineObserved(t *testing.T) {
 	if err := json.Unmarshal(mb, &m); err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("done, 2 points, %d events", m.Events); !strings.Contains(stderr, want) {
+	if want := fmt.Sprintf("done, 4 points, %d events", m.Events); !strings.Contains(stderr, want) {
 		t.Errorf("progress and manifest disagree: want %q in\n%s", want, stderr)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/experiments"
 )
 
 // runCLI executes the root command in-process and returns the exit status
@@ -100,7 +101,9 @@ func TestRunWritesManifest(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("manifest.json does not parse: %v\n%s", err, b)
 	}
-	want, err := config.Load(cfgPath, []string{"fabric.mtu=9000", "seed=42"})
+	// run puts the default experiment's cluster settings under the file.
+	e, _ := experiments.Lookup(experiments.DefaultName)
+	want, err := config.Load(cfgPath, append(clusterSetsUnder(cfgPath, e.ClusterSets()), "fabric.mtu=9000", "seed=42"))
 	if err != nil {
 		t.Fatal(err)
 	}
