@@ -481,7 +481,7 @@ func (alltoall) scaling(ctx context.Context, env *Env, p a2aParams, res *Results
 	res.Notes += fmt.Sprintf("**All-to-all scaling (informational, not a check).** Pairwise all-to-all of %s, MRC 1 QP, no loss, payload elided, "+
 		"on the cluster's T0/T1 shape with T0s added per rank count, beside TARGETS' formula T = (P−1)α + (P−1)/P · S/B "+
 		"(α = a tiny all-to-all's time per step at the same rank count, one float32 per rank, as collectives' formula test measures it; "+
-		"B = the NIC's line rate, so the formula ignores headers, ≈ 3%%; busbw = S/T · (P−1)/P). It is not a check: no published claim is about it, "+
+		"B = the NIC's line rate, so the formula ignores headers, ≈ 3%%; busbw = S/T · (P−1)/P). It is not a check: no published claim is about it. "+
 		"Pairwise ends every step when the rank's own write has completed (MPI_Sendrecv, issue #17: without it, steps overlapped without bound at 64–128 ranks and busbw fell to a quarter of the formula); the rest of the gap is a step's round trip beyond α and store-and-forward (docs/collectives.md, \"Pairwise all-to-all at scale\").\n\n```\n%s```\n\n", collectives.FormatBytes(p.scaleSize), tb.String())
 	return nil
 }
