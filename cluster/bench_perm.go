@@ -445,7 +445,7 @@ func MaxMinFluid(paths [][]int, caps, sizes []float64) (initial, fct []float64) 
 	rate := make([]float64, n)
 	now, first := 0.0, true
 	for na > 0 {
-		maxMin(paths, caps, active, rate)
+		MaxMinRates(paths, caps, active, rate)
 		if first {
 			copy(initial, rate)
 			first = false
@@ -474,9 +474,10 @@ func MaxMinFluid(paths [][]int, caps, sizes []float64) (initial, fct []float64) 
 	return initial, fct
 }
 
-// maxMin sets rate[i] for the active flows to the max-min fair allocation
-// on caps by progressive filling.
-func maxMin(paths [][]int, caps []float64, active []bool, rate []float64) {
+// MaxMinRates sets rate[i] for the active flows to the max-min fair
+// allocation on caps by progressive filling (one step of MaxMinFluid;
+// the permutation experiment's fluid reference uses it too).
+func MaxMinRates(paths [][]int, caps []float64, active []bool, rate []float64) {
 	frozen := make([]bool, len(paths))
 	free := append([]float64(nil), caps...)
 	users := make([]int, len(caps))

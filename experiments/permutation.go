@@ -310,48 +310,22 @@ func permFluid(cfg config.Config, perms [][]int, samples int, seed uint64) (mean
 }
 
 // maxMin is progressive filling: flows (each a list of link ids, every
-// link of capacity 1) get their max-min fair rates.
+// link of capacity 1) get their max-min fair rates (cluster.MaxMinRates).
 func maxMin(flows [][]int) []float64 {
-	capLeft := map[int]float64{}
+	links := 0
 	for _, ls := range flows {
 		for _, l := range ls {
-			capLeft[l] = 1
+			links = max(links, l+1)
 		}
+	}
+	caps, active := make([]float64, links), make([]bool, len(flows))
+	for i := range caps {
+		caps[i] = 1
+	}
+	for i := range active {
+		active[i] = true
 	}
 	rate := make([]float64, len(flows))
-	fixed := make([]bool, len(flows))
-	for left := len(flows); left > 0; {
-		count := map[int]int{}
-		for i, ls := range flows {
-			if !fixed[i] {
-				for _, l := range ls {
-					count[l]++
-				}
-			}
-		}
-		share := math.Inf(1)
-		for l, c := range count {
-			share = min(share, capLeft[l]/float64(c))
-		}
-		var now []int
-		for i, ls := range flows {
-			if fixed[i] {
-				continue
-			}
-			for _, l := range ls {
-				if capLeft[l]/float64(count[l]) <= share*(1+1e-12) {
-					now = append(now, i)
-					break
-				}
-			}
-		}
-		for _, i := range now {
-			rate[i], fixed[i] = share, true
-			for _, l := range flows[i] {
-				capLeft[l] -= share
-			}
-		}
-		left -= len(now)
-	}
+	cluster.MaxMinRates(flows, caps, active, rate)
 	return rate
 }
