@@ -135,7 +135,7 @@ type EngineCounters struct {
 const FirstQPN = 0x100
 
 // EndpointQPN is the reserved QP of endpoint operations.
-const EndpointQPN = 0x2
+const EndpointQPN = verbs.EndpointQPN
 
 type qpSlot struct {
 	t         verbs.Transport

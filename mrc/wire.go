@@ -1,6 +1,8 @@
 package mrc
 
 import (
+	"github.com/vcluster/vcluster/verbs"
+
 	"encoding/binary"
 	"errors"
 )
@@ -53,7 +55,7 @@ const DefaultPKey = 0xFFFF
 
 // EndpointQPN is the reserved destination QP of endpoint requests and
 // responses (node scope, not connection scope).
-const EndpointQPN = 0x2
+const EndpointQPN = verbs.EndpointQPN
 
 // Path-feedback values of SETH.M.
 const (

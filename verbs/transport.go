@@ -122,6 +122,10 @@ const (
 	RoCEv2UDPPort = 4791
 )
 
+// EndpointQPN is the QP number reserved for the NICs' own endpoint-to-endpoint
+// messages (MRC's Port Status exchange): no transport QP is given it.
+const EndpointQPN = 0x2
+
 // DestQP returns the BTH destination QP of a received UDP payload, or
 // false when it is too short to hold a BTH.
 func DestQP(b []byte) (uint32, bool) {

@@ -14,6 +14,9 @@ const module = "github.com/vcluster/vcluster"
 // packages of strictly lower rank. Packages not listed fail the test, so a
 // new package must be placed here (and in docs/architecture.md).
 var rank = map[string]int{
+	"internal/ring":        5,  // the shared FIFO
+	"internal/rng":         5,  // the one seeded RNG
+	"ib":                   25, // IB transport headers and PSN arithmetic (RoCEv2, MRC)
 	"sim":                  10,
 	"fabric/pcap":          10,
 	"fabric":               20,
