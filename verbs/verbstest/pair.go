@@ -89,14 +89,7 @@ func NewPair(t testing.TB, tr Transport, cfg Config) *Pair {
 			seed[i] = cfg.Seed[i]
 		}
 	}
-	p := &Pair{T: t, tr: tr, latency: cfg.Latency, buf: make([]byte, verbs.MaxTxBytes)}
-	if p.latency <= 0 {
-		p.latency = 1000
-	}
-	p.ReorderHold = 10 * p.latency
-	planes := max(tr.Planes, 1)
-	p.FreePlanes = uint32(1)<<planes - 1
-	p.seen = [2]map[uint32]psnSeen{{}, {}}
+	p := newPair(t, tr, cfg.Latency)
 	mk := func(side int) *End {
 		e := &End{side: side, Mem: &verbs.Memory{}}
 		if cfg.Size > 0 {
@@ -116,6 +109,29 @@ func NewPair(t testing.TB, tr Transport, cfg Config) *Pair {
 	if p.A.Q.State() != verbs.QPReady || p.B.Q.State() != verbs.QPReady {
 		t.Fatalf("%s: after Connect states %v, %v, want READY", tr.Name, p.A.Q.State(), p.B.Q.State())
 	}
+	return p
+}
+
+// Attach builds a Pair around two QPs the test made and connected itself
+// (a.Q to b.Q; Attrs as each was connected with), with an empty wire at
+// time 0.
+func Attach(t testing.TB, tr Transport, a, b *End, latency int64) *Pair {
+	t.Helper()
+	p := newPair(t, tr, latency)
+	a.side, b.side = 0, 1
+	p.A, p.B = a, b
+	return p
+}
+
+func newPair(t testing.TB, tr Transport, latency int64) *Pair {
+	p := &Pair{T: t, tr: tr, latency: latency, buf: make([]byte, verbs.MaxTxBytes)}
+	if p.latency <= 0 {
+		p.latency = 1000
+	}
+	p.ReorderHold = 10 * p.latency
+	planes := max(tr.Planes, 1)
+	p.FreePlanes = uint32(1)<<planes - 1
+	p.seen = [2]map[uint32]psnSeen{{}, {}}
 	return p
 }
 
@@ -151,6 +167,14 @@ func (p *Pair) Write(id uint64, op verbs.Opcode, off, n uint64, imm uint32) {
 	if err != nil {
 		p.T.Fatalf("%s: post WR %d: %v", p.tr.Name, id, err)
 	}
+}
+
+// Pump runs on e what the engine runs after a Post, Receive or Tick: for
+// tests that call e.Q directly and then hand the pair back to the
+// harness.
+func (p *Pair) Pump(e *End) {
+	p.T.Helper()
+	p.pump(e)
 }
 
 // pump follows the engine after a Post, Receive or Tick on e: Send until it
@@ -254,15 +278,7 @@ func (p *Pair) Step() bool {
 		p.Now = at
 	}
 	if len(p.inFlight) > 0 && p.inFlight[0].at <= p.Now {
-		f := p.inFlight[0]
-		p.inFlight = append(p.inFlight[:0], p.inFlight[1:]...)
-		to := p.end(f.to)
-		p.Wire[1-f.to].Delivered++
-		p.rx = verbs.Rx{Data: f.data, WireLen: f.wireLen, SrcHost: 1 - f.to, Plane: int(f.tx.EV & 0xf),
-			EV: f.tx.EV, Trimmed: f.trimmed}
-		to.Q.Receive(p.Now, &p.rx)
-		p.rx.Data = nil
-		p.pump(to)
+		p.arrive()
 		return true
 	}
 	for _, e := range [2]*End{p.A, p.B} {
@@ -275,6 +291,33 @@ func (p *Pair) Step() bool {
 		}
 	}
 	return true
+}
+
+// arrive delivers the first packet on the wire (due at or before Now).
+func (p *Pair) arrive() {
+	f := p.inFlight[0]
+	p.inFlight = append(p.inFlight[:0], p.inFlight[1:]...)
+	to := p.end(f.to)
+	p.Wire[1-f.to].Delivered++
+	p.rx = verbs.Rx{Data: f.data, WireLen: f.wireLen, SrcHost: 1 - f.to, Plane: int(f.tx.EV & 0xf),
+		EV: f.tx.EV, Trimmed: f.trimmed}
+	to.Q.Receive(p.Now, &p.rx)
+	p.rx.Data = nil
+	p.pump(to)
+}
+
+// DeliverAll delivers every packet on the wire, and every packet those
+// cause, without running timers; it returns Now.
+func (p *Pair) DeliverAll() int64 {
+	p.T.Helper()
+	for n := 0; len(p.inFlight) > 0; n++ {
+		if n > 1<<24 {
+			p.T.Fatalf("%s: the wire never empties (t=%d)", p.tr.Name, p.Now)
+		}
+		p.Now = max(p.Now, p.inFlight[0].at)
+		p.arrive()
+	}
+	return p.Now
 }
 
 // RunUntilIdle steps until the pair is idle (no packet in flight, no timer

@@ -179,6 +179,7 @@ func (p *Pair) transmit(from int, tx verbs.Tx, buf []byte) {
 	if dup {
 		ws.Duplicated++
 		f.order = p.nextOrder()
+		f.data = slices.Clone(f.data) // a transport may scribble on what it receives
 		p.enqueue(f)
 	}
 }
