@@ -69,7 +69,6 @@ type Pair struct {
 	seen     [2]map[uint32]psnSeen
 	dataSeq  [2]int
 	comps    []verbs.Completion
-	steps    int
 }
 
 // NewPair returns two QPs of tr connected to each other, A on host 0 and
@@ -273,7 +272,6 @@ func (p *Pair) Step() bool {
 	if !ok {
 		return false
 	}
-	p.steps++
 	if at > p.Now {
 		p.Now = at
 	}
