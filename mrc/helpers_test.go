@@ -2,10 +2,10 @@ package mrc
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/vcluster/vcluster/verbs"
+	"github.com/vcluster/vcluster/verbs/verbstest"
 )
 
 // pkt is one packet a QP produced, with its bytes copied.
@@ -29,13 +29,17 @@ func (p pkt) rx() *verbs.Rx {
 	return &verbs.Rx{Data: p.data, WireLen: p.tx.WireLen, SrcHost: 0, Plane: evPlane(p.tx.EV), EV: p.tx.EV}
 }
 
-// end is one side of a hand-wired connection.
+// end is one side of a connection verbstest wires: the QP itself, for the
+// tests that step it by hand, and the harness side for those that let
+// verbstest pump packets.
 type end struct {
-	t   testing.TB
-	q   *QP
-	mem *verbs.Memory
-	mr  *verbs.MR
-	buf []byte
+	t    testing.TB
+	q    *QP
+	mem  *verbs.Memory
+	mr   *verbs.MR
+	buf  []byte
+	pair *verbstest.Pair
+	side *verbstest.End
 }
 
 const (
@@ -43,29 +47,28 @@ const (
 	qpnB = 0x000222
 )
 
+// harness describes MRC to verbstest (see conformance_test.go for the
+// exported-API twin the conformance suite runs).
+func harness(cfg Config) verbstest.Transport {
+	return verbstest.Transport{
+		Name:   "mrc",
+		New:    func(mem *verbs.Memory, qpn uint32, seed uint64) verbs.Transport { return New(cfg, mem, qpn, seed) },
+		IsData: func(b []byte) bool { return len(b) > 0 && IsDataOpcode(b[0]) },
+		MTU:    cfg.PMTU,
+		Planes: cfg.Planes,
+	}
+}
+
 // newPair returns two connected QPs, each with a real region of size bytes
 // (A's filled with random bytes, B's zero).
 func newPair(t testing.TB, cfg Config, size int) (a, b *end) {
-	mk := func(qpn uint32, seed uint64) *end {
-		e := &end{t: t, mem: &verbs.Memory{}, buf: make([]byte, verbs.MaxTxBytes)}
-		e.mr = e.mem.Register(make([]byte, size))
-		e.q = New(cfg, e.mem, qpn, seed)
-		return e
+	p := harness(cfg).NewPair(t, verbstest.Config{Size: size, QPN: [2]uint32{qpnA, qpnB},
+		InitialPSN: [2]uint32{1000, 5000}, Seed: [2]uint64{1, 2}})
+	p.A.Fill(9)
+	mk := func(s *verbstest.End) *end {
+		return &end{t: t, q: s.Q.(*QP), mem: s.Mem, mr: s.MR, buf: make([]byte, verbs.MaxTxBytes), pair: p, side: s}
 	}
-	a, b = mk(qpnA, 1), mk(qpnB, 2)
-	r := rand.New(rand.NewPCG(9, 9))
-	for i := range a.mr.Buf {
-		a.mr.Buf[i] = byte(r.Uint32())
-	}
-	aa := verbs.QPAttrs{Host: 0, QPN: qpnA, InitialPSN: 1000}
-	ba := verbs.QPAttrs{Host: 1, QPN: qpnB, InitialPSN: 5000}
-	if err := a.q.Connect(aa, ba); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.q.Connect(ba, aa); err != nil {
-		t.Fatal(err)
-	}
-	return a, b
+	return mk(p.A), mk(p.B)
 }
 
 // write posts a Write of n bytes from offset off of A's region to the same
@@ -97,55 +100,47 @@ func (e *end) recv(now int64, ps ...pkt) {
 	}
 }
 
-func (e *end) comps() []verbs.Completion { return e.q.PollCompletions(nil) }
-
-// deliverAll delivers every packet both ways until both QPs are quiet,
-// dropping those drop selects; it returns the final time.
-func deliverAll(a, b *end, now int64, drop func(p pkt) bool) int64 {
-	for i := 0; i < 1000; i++ {
-		pa := a.drain(now, 0xffff)
-		pb := b.drain(now, 0xffff)
-		if len(pa)+len(pb) == 0 {
-			return now
-		}
-		now += 1000
-		for _, p := range pa {
-			if drop == nil || !drop(p) {
-				b.recv(now, p)
-			}
-		}
-		for _, p := range pb {
-			if drop == nil || !drop(p) {
-				a.recv(now, p)
-			}
-		}
+// comps returns the completions verbstest collected while it pumped, then
+// those still in the QP.
+func (e *end) comps() []verbs.Completion {
+	if e.side == nil {
+		return e.q.PollCompletions(nil)
 	}
-	return now
+	c := append(e.side.Comps, e.q.PollCompletions(nil)...)
+	e.side.Comps = nil
+	return c
+}
+
+// hand gives a and b, stepped by hand so far, to verbstest at now, with
+// drop (nil: none) as its only hook.
+func hand(a, b *end, now int64, drop func(p pkt) bool) *verbstest.Pair {
+	if a.pair == nil { // ends built by hand: hosts 0 and 1
+		x := &verbstest.End{Q: a.q, Mem: a.mem, MR: a.mr, Attrs: verbs.QPAttrs{Host: 0, QPN: a.q.QPN()}}
+		y := &verbstest.End{Q: b.q, Mem: b.mem, MR: b.mr, Attrs: verbs.QPAttrs{Host: 1, QPN: b.q.QPN()}}
+		a.pair = verbstest.Attach(a.t, harness(a.q.Config()), x, y, 0)
+		a.side, b.pair, b.side = x, a.pair, y
+	}
+	p := a.pair
+	p.Now = max(p.Now, now)
+	p.ClearHooks()
+	if drop != nil {
+		p.Drop(func(pk *verbstest.Packet) bool { return drop(pkt{tx: pk.Tx, data: pk.Bytes}) })
+	}
+	p.Pump(p.A)
+	p.Pump(p.B)
+	return p
+}
+
+// deliverAll delivers every packet both ways until the wire is quiet,
+// without running timers, dropping those drop selects; it returns the
+// final time.
+func deliverAll(a, b *end, now int64, drop func(p pkt) bool) int64 {
+	return hand(a, b, now, drop).DeliverAll()
 }
 
 // runUntilIdle delivers and fires timers until nothing is pending.
 func runUntilIdle(a, b *end, now int64, drop func(p pkt) bool) int64 {
-	for i := 0; i < 1000; i++ {
-		now = deliverAll(a, b, now, drop)
-		da, oka := a.q.Deadline()
-		db, okb := b.q.Deadline()
-		if !oka && !okb {
-			return now
-		}
-		next := int64(1 << 62)
-		if oka {
-			next = da
-		}
-		if okb && db < next {
-			next = db
-		}
-		if next > now {
-			now = next
-		}
-		a.q.Tick(now)
-		b.q.Tick(now)
-	}
-	return now
+	return hand(a, b, now, drop).RunUntilIdle(1e9)
 }
 
 func sameBytes(t testing.TB, a, b *end, off, n uint64) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vcluster/vcluster/verbs"
+	"github.com/vcluster/vcluster/verbs/verbstest"
 )
 
 // wirePkt is one packet taken from Send.
@@ -21,32 +22,40 @@ func (w wirePkt) hdr(t testing.TB, irn bool) Packet {
 	return p
 }
 
-// pair is two connected QPs, a (host 0) and b (host 1), wired by hand.
+// pair is two connected QPs, a (host 0) and b (host 1), wired by
+// verbstest and stepped by hand: tests take packets with drain or sendOne
+// and hand them over with deliver, at times they choose.
 type pair struct {
 	t      testing.TB
 	a, b   *QP
 	ma, mb *verbs.Memory
 	now    int64
 	buf    []byte
+	h      *verbstest.Pair // the harness, for tests that let it pump
 }
 
 const qpnA, qpnB = 0x000a11, 0x000b22
 
+// harness describes RoCE to verbstest (conformance_test.go has the
+// exported-API twin the conformance suite runs).
+func harness(cfg Config) verbstest.Transport {
+	return verbstest.Transport{
+		Name:   "roce",
+		New:    func(mem *verbs.Memory, qpn uint32, seed uint64) verbs.Transport { return New(cfg, mem, qpn, seed) },
+		IsData: func(b []byte) bool { return len(b) > 0 && IsWrite(b[0]) },
+		MTU:    cfg.PMTU,
+		Planes: cfg.Plane + 1,
+	}
+}
+
+// newPair returns two connected QPs with empty memories (tests register
+// their own regions: the first is key 1 at VA 0x10000).
 func newPair(t testing.TB, cfg Config) *pair {
 	t.Helper()
-	p := &pair{t: t, ma: &verbs.Memory{}, mb: &verbs.Memory{}, buf: make([]byte, verbs.MaxTxBytes)}
-	p.a = New(cfg, p.ma, qpnA, 1)
-	p.b = New(cfg, p.mb, qpnB, 2)
 	// Initial PSNs near the 24-bit wrap.
-	aa := verbs.QPAttrs{Host: 0, QPN: qpnA, InitialPSN: 0xFFFFF0}
-	ba := verbs.QPAttrs{Host: 1, QPN: qpnB, InitialPSN: 0xFFFFFA}
-	if err := p.a.Connect(aa, ba); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.b.Connect(ba, aa); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	h := harness(cfg).NewPair(t, verbstest.Config{QPN: [2]uint32{qpnA, qpnB},
+		InitialPSN: [2]uint32{0xFFFFF0, 0xFFFFFA}, Seed: [2]uint64{1, 2}})
+	return &pair{t: t, a: h.A.Q.(*QP), b: h.B.Q.(*QP), ma: h.A.Mem, mb: h.B.Mem, buf: make([]byte, verbs.MaxTxBytes), h: h}
 }
 
 // drain takes every packet q will send, advancing time over pacing waits.
