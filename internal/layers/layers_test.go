@@ -21,6 +21,7 @@ var rank = map[string]int{
 	"fabric/pcap":          10,
 	"fabric":               20,
 	"verbs":                30,
+	"verbs/verbstest":      35, // the transport conformance kit (imported by tests)
 	"mrc":                  40,
 	"roce":                 40,
 	"endpoint":             50,
