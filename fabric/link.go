@@ -3,7 +3,6 @@ package fabric
 import (
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/vcluster/vcluster/sim"
 )
@@ -84,7 +83,8 @@ type Link struct {
 // anything else happening then, in link order, on the classic loop as on
 // a partitioned run. A link made alone is unranked.
 func NewLink(loop *sim.Loop, name string, rate uint64, delay time.Duration, dst *Port) *Link {
-	return &Link{Name: name, Rate: rate, Delay: delay, loop: loop, dst: dst, up: true}
+	ll := &lineLink{Link: Link{Name: name, Rate: rate, Delay: delay, loop: loop, dst: dst, up: true}}
+	return &ll.Link
 }
 
 // Up reports whether the link carries traffic.
@@ -167,59 +167,6 @@ func (l *Link) transmit(p *Packet, done sim.Time) {
 		return
 	}
 	l.loop.Post(at, l, 0)
-}
-
-// Prefetch implements sim.Prefetcher for a frame's arrival, following the
-// frame one pointer per stage: the link; the frame and the receiving port;
-// the frame's headers and the receiving switch; at a uSID switch, the
-// table slot of the next hop, then the egress port, then its class queue,
-// counters and link.
-func (l *Link) Prefetch(stage int, _ uint64) {
-	if stage == 0 {
-		sim.PrefetchLine(unsafe.Pointer(l)) // an arrival reads the first line only
-		return
-	}
-	p, d := l.inflight.head, l.dst
-	if p == nil || d == nil {
-		return
-	}
-	switch stage {
-	case 1:
-		sim.PrefetchLine(unsafe.Pointer(p))
-		sim.PrefetchLine(unsafe.Pointer(&d.Owner)) // reception's line (Port's line 1)
-	case 2:
-		if len(p.Data) > 0 {
-			sim.PrefetchLine(unsafe.Pointer(&p.Data[0]))
-		}
-		if s, ok := d.Owner.(*Switch); ok {
-			prefetch2(unsafe.Pointer(s)) // its forwarding line and counters
-		} else if ip, ok := d.Owner.(IngressPrefetcher); ok {
-			ip.PrefetchIngress(stage, p)
-		}
-	default:
-		if s, ok := d.Owner.(*Switch); ok {
-			if s.mode == ForwardUSID {
-				s.prefetchEgress(stage, p)
-			}
-		} else if ip, ok := d.Owner.(IngressPrefetcher); ok {
-			ip.PrefetchIngress(stage, p)
-		}
-	}
-}
-
-// IngressPrefetcher is implemented by devices other than switches (NICs)
-// whose Ingress reads state worth prefetching: a frame's link calls it
-// from its own Prefetch for stages 2 to sim.PrefetchStages-1, with the
-// arriving frame (its header line is prefetched in stage 2, readable from
-// stage 3). The same rules as sim.Prefetcher apply: read only.
-type IngressPrefetcher interface {
-	PrefetchIngress(stage int, p *Packet)
-}
-
-// prefetch2 prefetches the two cache lines from b.
-func prefetch2(b unsafe.Pointer) {
-	sim.PrefetchLine(b)
-	sim.PrefetchLine(unsafe.Add(b, 64))
 }
 
 // OnEvent delivers the oldest frame in flight.

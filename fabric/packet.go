@@ -59,7 +59,6 @@ type Packet struct {
 
 	pool *Pool
 	buf  []byte
-	_    [16]byte // 128 bytes: a size class whose objects start a cache line
 }
 
 // Release returns p to its pool. p must not be used afterwards.
@@ -162,7 +161,7 @@ func (pl *Pool) Get(n int) *Packet {
 			p = pl.small[k-1]
 			pl.small = pl.small[:k-1]
 		} else {
-			p = &Packet{pool: pl, buf: make([]byte, pl.SmallCap)}
+			p = pl.alloc(pl.SmallCap)
 		}
 	} else {
 		if n > pl.LargeCap {
@@ -172,7 +171,7 @@ func (pl *Pool) Get(n int) *Packet {
 			p = pl.large[k-1]
 			pl.large = pl.large[:k-1]
 		} else {
-			p = &Packet{pool: pl, buf: make([]byte, pl.LargeCap)}
+			p = pl.alloc(pl.LargeCap)
 		}
 	}
 	pl.Live++
@@ -180,6 +179,13 @@ func (pl *Pool) Get(n int) *Packet {
 	p.Data = p.buf[:n]
 	p.WireLen = wireLenOf(n)
 	return p
+}
+
+// alloc returns a new packet of the pool with a buffer of n bytes, padded
+// to whole cache lines (linePacket).
+func (pl *Pool) alloc(n int) *Packet {
+	lp := &linePacket{Packet: Packet{pool: pl, buf: make([]byte, n)}}
+	return &lp.Packet
 }
 
 func wireLenOf(frame int) int {

@@ -132,9 +132,9 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 	for i, s := range t.Switches {
 		var p int
 		switch {
-		case t.Kind == "fattree" && s.Tier < 2:
+		case t.Kind == KindFatTree && s.Tier < 2:
 			p = of(s.Index / (t.FatTree.K / 2)) // the pod
-		case t.Kind == "fattree":
+		case t.Kind == KindFatTree:
 			p = s.Index % parts
 		case s.Tier == 0:
 			p = of(s.Index)
@@ -151,7 +151,7 @@ func Partition(t *Topology, parts int) (*Partitioning, error) {
 	}
 	for h, hp := range t.HostPorts {
 		sub, _ := t.HostSubnet(h)
-		if t.Kind == "fattree" {
+		if t.Kind == KindFatTree {
 			sub /= t.FatTree.K / 2
 		}
 		p := of(sub)
@@ -202,7 +202,7 @@ func (t *Topology) Lookahead() (sim.Time, error) {
 // topTier reports whether l touches a top-tier switch (core, T1).
 func (t *Topology) topTier(l *Link) bool {
 	top := 1
-	if t.Kind == "fattree" {
+	if t.Kind == KindFatTree {
 		top = 2
 	}
 	for _, p := range []*Port{l.src, l.dst} {
@@ -218,7 +218,7 @@ func (t *Topology) topTier(l *Link) bool {
 
 // partitionGroups is the most partitions the topology can be cut into.
 func (t *Topology) partitionGroups() int {
-	if t.Kind == "fattree" {
+	if t.Kind == KindFatTree {
 		return t.FatTree.K
 	}
 	return t.Clos.T0

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/vcluster/vcluster/sim"
 )
@@ -258,6 +259,46 @@ func (a *IngressAccounting) OnEvent(arg uint64) {
 	}
 }
 
+// WatchdogAction is what the PFC storm watchdog does to a stormed class.
+type WatchdogAction int
+
+// Watchdog actions.
+const (
+	// WatchdogDrop ignores the class's pauses and drops its frames, both
+	// directions (SONiC's default).
+	WatchdogDrop WatchdogAction = iota
+	// WatchdogForward ignores the class's pauses and keeps forwarding.
+	WatchdogForward
+	// WatchdogAlert only counts the storm.
+	WatchdogAlert
+)
+
+// The watchdog actions' config words (fabric.queue.pfc.watchdog.action).
+const (
+	WatchdogDropName    = "drop"
+	WatchdogForwardName = "forward"
+	WatchdogAlertName   = "alert"
+)
+
+var watchdogActionNames = [...]string{WatchdogDrop: WatchdogDropName, WatchdogForward: WatchdogForwardName, WatchdogAlert: WatchdogAlertName}
+
+func (a WatchdogAction) String() string {
+	if a >= 0 && int(a) < len(watchdogActionNames) {
+		return watchdogActionNames[a]
+	}
+	return fmt.Sprintf("WatchdogAction(%d)", int(a))
+}
+
+// ParseWatchdogAction maps a config word to an action.
+func ParseWatchdogAction(s string) (WatchdogAction, bool) {
+	for a, n := range watchdogActionNames {
+		if n == s {
+			return WatchdogAction(a), true
+		}
+	}
+	return 0, false
+}
+
 // watchdog is the PFC storm watchdog of one egress port (SONiC's pfcwd):
 // a class that stays paused with frames queued and no transmit progress for
 // the detection time is declared stormed; then its pauses are ignored (and,
@@ -265,7 +306,7 @@ func (a *IngressAccounting) OnEvent(arg uint64) {
 // restoration time. In drop mode the frames of a stormed class that
 // arrive on the port are dropped as well (SONiC drops both directions).
 type watchdog struct {
-	action    int
+	action    WatchdogAction
 	armed     uint8 // bit c: a detection check is scheduled
 	stormed   uint8
 	lastPause [NumClasses]sim.Time

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"time"
-	"unsafe"
 
 	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
@@ -37,13 +36,6 @@ type TrimConfig struct {
 	QueueBytes int // limit of the trimmed-header queue; trimmed packets beyond it drop
 }
 
-// Watchdog actions.
-const (
-	WatchdogDrop = iota
-	WatchdogForward
-	WatchdogAlert
-)
-
 // PFCConfig is priority flow control: the lossless classes, the ingress
 // thresholds at switches, and the storm watchdog at egress.
 type PFCConfig struct {
@@ -68,7 +60,7 @@ type PFCConfig struct {
 	WatchdogOn  bool
 	Detection   time.Duration
 	Restoration time.Duration
-	WatchdogAct int
+	WatchdogAct WatchdogAction
 }
 
 func (c *PFCConfig) lossless(class uint8) bool {
@@ -146,8 +138,7 @@ type Port struct {
 	// what reception reads and both count (device hooks, the Tx/Rx
 	// counters). Optional features (PFC accounting, storm watchdog, pcap
 	// tap, MAC control frames) are flagged in line 0 and kept further on.
-	// The struct is a multiple of 64 bytes (a switch's ports are one slab,
-	// so every port starts a line).
+	// Every port starts a line: fabric allocates them padded (linePort).
 
 	Tx        *Link       // outgoing direction of the cable
 	cfg       *PortConfig //
@@ -189,7 +180,6 @@ type Port struct {
 	rng        sim.FastRand
 	Name       string
 	MAC        [6]byte
-	_          [portPad]byte
 }
 
 // Port.feat bits.
@@ -199,9 +189,6 @@ const (
 	featTap              // tap != nil
 	featCtrl             // ctrl is not empty
 )
-
-// portPad rounds Port up to a multiple of 64 bytes (TestPortLayout).
-const portPad = 26
 
 // portQueues is the egress state a port needs only once traffic reaches
 // it: allocated on first use, so a million-port fabric whose ports mostly
@@ -272,7 +259,8 @@ func (pt *Port) q() *portQueues {
 
 // NewPort returns a port using cfg (shared, not copied).
 func NewPort(loop *sim.Loop, pool *Pool, name string, cfg *PortConfig) *Port {
-	pt := &Port{}
+	lp := new(linePort) // padded: the port starts a line
+	pt := &lp.Port
 	pt.init(loop, pool, name, cfg)
 	return pt
 }
@@ -350,51 +338,6 @@ func (pt *Port) ClassBytes(c int) int {
 
 // Busy reports whether a frame is being serialized.
 func (pt *Port) Busy() bool { return pt.loop.Now() < pt.busyUntil }
-
-// prefetchHot prefetches the cache lines every frame through the port
-// touches (see the field order of Port).
-func (pt *Port) prefetchHot() {
-	prefetch2(unsafe.Pointer(pt))
-}
-
-// prefetchClass prefetches what queueing a frame of class c and sending
-// the next one touch: the class queue, its counters, the outgoing link.
-// The port's hot lines must be cached (prefetchHot, a stage earlier).
-func (pt *Port) prefetchClass(c uint8) {
-	if c >= NumClasses {
-		return
-	}
-	sim.PrefetchLine(unsafe.Pointer(&pt.queues[c]))
-	if pq := pt.pq; pq != nil {
-		sim.PrefetchLine(unsafe.Pointer(&pq.qc[c]))
-	}
-	if l := pt.Tx; l != nil {
-		prefetch2(unsafe.Pointer(l))
-	}
-}
-
-// Prefetch implements sim.Prefetcher for the end of a frame's
-// serialization: the port, then the next frame's queue and link, then the
-// next frame.
-func (pt *Port) Prefetch(stage int, arg uint64) {
-	if arg&0xff != evTxDone {
-		return
-	}
-	switch stage {
-	case 2:
-		pt.prefetchHot()
-	case 4:
-		if m := pt.qmask; m != 0 {
-			pt.prefetchClass(uint8(bits.Len8(m) - 1))
-		}
-	case 5:
-		if m := pt.qmask; m != 0 {
-			if p := pt.queues[bits.Len8(m)-1].head; p != nil {
-				sim.PrefetchLine(unsafe.Pointer(p))
-			}
-		}
-	}
-}
 
 // kick starts the next frame if the port is idle, or makes sure the end of
 // the current one will.

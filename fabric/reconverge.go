@@ -50,7 +50,7 @@ type linkChange struct {
 // are lost until it comes back. uSID and static forwarding never change
 // their tables.
 func (t *Topology) SetReconvergence(delay time.Duration, sched sim.Scheduler) {
-	if t.Mode != ForwardECMP {
+	if f := t.Mode.forwarding(); f == nil || !f.reconverges {
 		return
 	}
 	if t.routing == nil {

@@ -8,6 +8,12 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
+// Topology kinds (Topology.Kind): config's words for fabric.topology.
+const (
+	KindClos    = "clos"    // multi-plane 2-tier Clos (BuildClos)
+	KindFatTree = "fattree" // 3-tier k-ary fat-tree, one plane (BuildFatTree)
+)
+
 // ClosSpec describes a multi-plane 2-tier Clos: every host has one NIC port
 // per plane; in each plane, T0 switches take HostsPerT0 hosts each and have
 // one uplink to each of the plane's T1 switches.
@@ -44,7 +50,7 @@ type Options struct {
 // Topology is a built fabric: switches, cables and the NIC-side ports that
 // hosts attach to.
 type Topology struct {
-	Kind     string // "clos" or "fattree"
+	Kind     string // KindClos or KindFatTree
 	Planes   int
 	Hosts    int
 	Clos     ClosSpec
@@ -129,16 +135,18 @@ func newTopology(loop *sim.Loop, o Options, kind string, planes, hosts, subnet i
 }
 
 func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports int, usidType int) *Switch {
-	s := &Switch{Name: name, ID: len(t.Switches) + 1, Tier: tier, Plane: plane, plane: uint8(plane), Index: index, mode: o.Mode,
+	ls := &lineSwitch{Switch: Switch{Name: name, ID: len(t.Switches) + 1, Tier: tier, Plane: plane, plane: uint8(plane), Index: index,
+		mode: o.Mode, next: o.Mode.forwarding().next,
 		seed: sim.Hash64(o.ECMPSeed, uint64(len(t.Switches)+1)), localSubnet: -1,
-		USID: USID(plane, usidType, index)}
+		USID: USID(plane, usidType, index)}}
+	s := &ls.Switch
 	s.usid = &s.usidPorts // until shareUSIDTables points it at the shared copy
 	// One allocation for all of the switch's ports: forwarding finds the
 	// egress port by address arithmetic instead of loading a pointer.
-	s.slab = make([]Port, nports)
+	s.slab = newPortSlab(nports)
 	s.Ports = make([]*Port, nports)
-	for i := range s.slab {
-		p := &s.slab[i]
+	for i := range s.Ports {
+		p := s.slab.at(int32(i))
 		p.init(t.Loop, t.Pool, fmt.Sprintf("%s/%d", name, i), o.FabricPort)
 		p.Owner, p.Index, p.MAC = s, int32(i), MAC(s.ID, i)
 		s.Ports[i] = p
@@ -226,12 +234,15 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 	case c.HostRate == 0 || c.FabricRate == 0:
 		return nil, fmt.Errorf("link rates must be > 0")
 	}
+	if !o.Mode.Valid() {
+		return nil, fmt.Errorf("forwarding: unknown mode %v", o.Mode)
+	}
 	for _, e := range []error{checkUSIDIndex("hostsPerT0+1", c.HostsPerT0+1), checkUSIDIndex("t0", c.T0), checkUSIDIndex("t1", c.T1)} {
 		if e != nil {
 			return nil, e
 		}
 	}
-	t := newTopology(loop, o, "clos", c.Planes, c.HostsPerT0*c.T0, c.HostsPerT0)
+	t := newTopology(loop, o, KindClos, c.Planes, c.HostsPerT0*c.T0, c.HostsPerT0)
 	t.Clos = c
 	t.addHosts(o, t.Hosts, c.Planes)
 	for pl := 0; pl < c.Planes; pl++ {
@@ -276,13 +287,16 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 	if f.Rate == 0 {
 		return nil, fmt.Errorf("link rate must be > 0")
 	}
+	if !o.Mode.Valid() {
+		return nil, fmt.Errorf("forwarding: unknown mode %v", o.Mode)
+	}
 	h := k / 2
 	if o.Mode == ForwardUSID {
 		if err := checkUSIDIndex("edge switches (k²/2)", k*h); err != nil {
 			return nil, err
 		}
 	}
-	t := newTopology(loop, o, "fattree", 1, k*k*k/4, h)
+	t := newTopology(loop, o, KindFatTree, 1, k*k*k/4, h)
 	t.FatTree = f
 	t.addHosts(o, t.Hosts, 1)
 	edges := make([]*Switch, k*h)
@@ -377,7 +391,7 @@ func (t *Topology) NumPaths(src, dst int) int {
 	if ss == ds {
 		return 1
 	}
-	if t.Kind == "clos" {
+	if t.Kind == KindClos {
 		return t.Clos.T1
 	}
 	h := t.FatTree.K / 2
@@ -398,7 +412,7 @@ func (t *Topology) PathUSID(src, dst, plane, choice int) [16]byte {
 	if ss == ds {
 		return USIDAddr(USID(plane, USIDT0, ss), down)
 	}
-	if t.Kind == "clos" {
+	if t.Kind == KindClos {
 		return USIDAddr(USID(plane, USIDT0, ss), USID(plane, USIDT1, choice%t.Clos.T1), USID(plane, USIDT0, ds), down)
 	}
 	h := t.FatTree.K / 2
@@ -421,7 +435,7 @@ func (t *Topology) Hops(src, dst int) (hostLinks, fabricLinks int) {
 	switch {
 	case ss == ds:
 		return 2, 0
-	case t.Kind == "clos":
+	case t.Kind == KindClos:
 		return 2, 2
 	case ss/(t.FatTree.K/2) == ds/(t.FatTree.K/2):
 		return 2, 2
@@ -440,7 +454,7 @@ func (t *Topology) Hops(src, dst int) (hostLinks, fabricLinks int) {
 func (t *Topology) ZeroLoadLatency(src, dst, frameBytes, ifg int) time.Duration {
 	hl, fl := t.Hops(src, dst)
 	hr, fr, hd, fd, sw := t.Clos.HostRate, t.Clos.FabricRate, t.Clos.HostDelay, t.Clos.FabricDelay, t.Clos.SwitchLatency
-	if t.Kind != "clos" {
+	if t.Kind != KindClos {
 		hr, fr, hd, fd, sw = t.FatTree.Rate, t.FatTree.Rate, t.FatTree.Delay, t.FatTree.Delay, t.FatTree.SwitchLatency
 	}
 	w := wireLenOf(frameBytes) + ifg
