@@ -1,10 +1,11 @@
 package mrc
 
 import (
-	"github.com/vcluster/vcluster/verbs"
-
 	"encoding/binary"
 	"errors"
+
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
 )
 
 // MRC opcodes (BTH byte 0).
@@ -23,20 +24,21 @@ const (
 	OpProbe        uint8 = 0xDE // reliability probe (PETH)
 )
 
-// Header lengths in bytes.
+// Header lengths in bytes. BTH, RETH, ImmDt, AETH and ICRC are
+// InfiniBand's (package ib); the rest are MRC's.
 const (
-	BTHLen     = 12
+	BTHLen     = ib.BTHLen
 	METHLen    = 4
 	TSETHLen   = 4
-	RETHLen    = 16
-	ImmLen     = 4
-	AETHLen    = 4
+	RETHLen    = ib.RETHLen
+	ImmLen     = ib.ImmDtLen
+	AETHLen    = ib.AETHLen
 	SETHLen    = 28
 	CCStateLen = 8
 	NETHLen    = 12
 	PETHLen    = 8
 	ERTHLen    = 12
-	ICRCLen    = 4
+	ICRCLen    = ib.ICRCLen
 
 	// AckLen, SACKLen, NACKLen, ProbeLen and EndpointLen are the full
 	// control packet sizes (BTH, extension header(s) and ICRC).
@@ -81,9 +83,9 @@ const (
 // reliability (SACK/NACK: "the packet arrived") apart from semantics
 // (Transport ACK: "what the responder did with it").
 const (
-	AckSyndrome          uint8 = 0x1F // 0b000_11111: ACK, credits "invalid"
-	NakRemoteAccessError uint8 = 0x62 // 0b011_00010: bad R_Key or range → verbs.StatusRemoteAccess
-	NakRemoteOpError     uint8 = 0x63 // 0b011_00011: remote operational error → verbs.StatusRemoteOp
+	AckSyndrome          = ib.SyndromeACK | ib.CreditsInvalid   // 0b000_11111: ACK, credits "invalid"
+	NakRemoteAccessError = ib.SyndromeNAK | ib.NakRemoteAccess  // 0b011_00010: bad R_Key or range → verbs.StatusRemoteAccess
+	NakRemoteOpError     = ib.SyndromeNAK | ib.NakRemoteOpError // 0b011_00011: remote operational error → verbs.StatusRemoteOp
 )
 
 // Endpoint operations (ERTH Op).
@@ -101,32 +103,22 @@ var (
 	ErrBuffer   = errors.New("mrc: buffer too small")
 )
 
-const psnMask = 1<<24 - 1
+const psnMask = ib.PSNMask
 
-// BTH is the base transport header.
+// BTH is the base transport header (ib.BTH). MRC uses it so:
 //
 //	byte 0      opcode
 //	byte 1      SE(7) M(6) PadCnt(5..4) TVer(3..0); MRC sends 0, TVer must be 0
 //	bytes 2..3  P_Key
-//	byte 4      reserved (0)
+//	byte 4      reserved (0): MRC sets neither FECN nor BECN
 //	bytes 5..7  destination QP (24 bits; verbs.DestQP reads it)
 //	byte 8      AckReq(7) rtx(6) TS(5), bits 4..0 reserved (0)
 //	bytes 9..11 PSN (24 bits)
 //
 // rtx and TS take the two high bits of the IBA "Resv7" field next to the
 // AckReq bit: rtx marks a retransmission, TS says a TSETH follows the METH.
-type BTH struct {
-	Opcode uint8
-	SE     bool
-	MigReq bool
-	PadCnt uint8
-	PKey   uint16
-	DestQP uint32
-	AckReq bool
-	Rtx    bool
-	TS     bool
-	PSN    uint32
-}
+// DecodeBTH rejects every other reserved bit.
+type BTH = ib.BTH
 
 func b2u(b bool) uint8 {
 	if b {
@@ -135,50 +127,19 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// Encode writes the BTH into b (at least BTHLen bytes).
-func (h *BTH) Encode(b []byte) (int, error) {
-	if len(b) < BTHLen {
-		return 0, ErrBuffer
-	}
-	b[0] = h.Opcode
-	b[1] = b2u(h.SE)<<7 | b2u(h.MigReq)<<6 | (h.PadCnt&3)<<4
-	binary.BigEndian.PutUint16(b[2:], h.PKey)
-	b[4] = 0
-	b[5] = byte(h.DestQP >> 16)
-	b[6] = byte(h.DestQP >> 8)
-	b[7] = byte(h.DestQP)
-	b[8] = b2u(h.AckReq)<<7 | b2u(h.Rtx)<<6 | b2u(h.TS)<<5
-	putPSN(b[9:], h.PSN)
-	return BTHLen, nil
-}
+func putPSN(b []byte, psn uint32) { ib.PutUint24(b, psn) }
 
-func putPSN(b []byte, psn uint32) {
-	b[0] = byte(psn >> 16)
-	b[1] = byte(psn >> 8)
-	b[2] = byte(psn)
-}
-
-func getPSN(b []byte) uint32 { return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]) }
+func getPSN(b []byte) uint32 { return ib.Uint24(b) }
 
 // DecodeBTH parses the BTH at the start of b.
 func DecodeBTH(b []byte) (BTH, error) {
 	var h BTH
-	if len(b) < BTHLen {
-		return h, ErrShort
+	if h.Parse(b) != nil {
+		return BTH{}, ErrShort
 	}
-	if b[1]&0x0f != 0 || b[4] != 0 || b[8]&0x1f != 0 {
-		return h, ErrReserved
+	if h.TVer != 0 || h.FECN || h.BECN || h.Resv6a != 0 || h.Resv5 != 0 {
+		return BTH{}, ErrReserved
 	}
-	h.Opcode = b[0]
-	h.SE = b[1]&0x80 != 0
-	h.MigReq = b[1]&0x40 != 0
-	h.PadCnt = b[1] >> 4 & 3
-	h.PKey = binary.BigEndian.Uint16(b[2:])
-	h.DestQP = getPSN(b[5:])
-	h.AckReq = b[8]&0x80 != 0
-	h.Rtx = b[8]&0x40 != 0
-	h.TS = b[8]&0x20 != 0
-	h.PSN = getPSN(b[9:])
 	return h, nil
 }
 
@@ -209,16 +170,13 @@ type TSETH struct {
 	Coarse bool
 }
 
-// RETH is the RDMA extension header, present in every MRC data packet: VA
-// is this packet's target address (it advances by PMTU per packet), RKey
-// is constant in a message and DMALen is the whole message's length.
+// RETH is the RDMA extension header (ib.RETH), present in every MRC data
+// packet: VA is this packet's target address (it advances by PMTU per
+// packet), RKey is constant in a message and DMALen is the whole message's
+// length.
 //
 //	bytes 0..7 VA, 8..11 R_Key, 12..15 DMA length
-type RETH struct {
-	VA     uint64
-	RKey   uint32
-	DMALen uint32
-}
+type RETH = ib.RETH
 
 // DataHeader is everything a WRITE packet carries before its payload.
 //
@@ -253,7 +211,7 @@ func (h *DataHeader) Encode(b []byte) (int, error) {
 	if len(b) < n {
 		return 0, ErrBuffer
 	}
-	h.BTH.Encode(b)
+	h.BTH.Put(b)
 	o := BTHLen
 	binary.BigEndian.PutUint16(b[o:], h.METH.RQMSN)
 	binary.BigEndian.PutUint16(b[o+2:], h.METH.MSN)
@@ -264,12 +222,10 @@ func (h *DataHeader) Encode(b []byte) (int, error) {
 		b[o+3] = 0
 		o += TSETHLen
 	}
-	binary.BigEndian.PutUint64(b[o:], h.RETH.VA)
-	binary.BigEndian.PutUint32(b[o+8:], h.RETH.RKey)
-	binary.BigEndian.PutUint32(b[o+12:], h.RETH.DMALen)
+	h.RETH.Put(b[o:])
 	o += RETHLen
 	if HasImm(h.BTH.Opcode) {
-		binary.BigEndian.PutUint32(b[o:], h.Imm)
+		ib.ImmDt(h.Imm).Put(b[o:])
 		o += ImmLen
 	}
 	return o, nil
@@ -303,25 +259,22 @@ func DecodeData(b []byte, h *DataHeader) (int, error) {
 		h.TSETH.Coarse = b[o+2]&0x80 != 0
 		o += TSETHLen
 	}
-	h.RETH.VA = binary.BigEndian.Uint64(b[o:])
-	h.RETH.RKey = binary.BigEndian.Uint32(b[o+8:])
-	h.RETH.DMALen = binary.BigEndian.Uint32(b[o+12:])
+	h.RETH.Parse(b[o:])
 	o += RETHLen
 	h.Imm = 0
 	if HasImm(bth.Opcode) {
-		h.Imm = binary.BigEndian.Uint32(b[o:])
+		var imm ib.ImmDt
+		imm.Parse(b[o:])
+		h.Imm = uint32(imm)
 		o += ImmLen
 	}
 	return o, nil
 }
 
-// AETH is the ACK extension header of a Transport ACK.
+// AETH is the ACK extension header of a Transport ACK (ib.AETH).
 //
 //	byte 0 syndrome (AckSyndrome, or an AETH NAK), bytes 1..3 MSN (24 bits)
-type AETH struct {
-	Syndrome uint8
-	MSN      uint32
-}
+type AETH = ib.AETH
 
 // EncodeAck writes a Transport ACK (BTH, AETH, zero ICRC) into b.
 func EncodeAck(b []byte, bth BTH, a AETH) (int, error) {
@@ -329,9 +282,8 @@ func EncodeAck(b []byte, bth BTH, a AETH) (int, error) {
 		return 0, ErrBuffer
 	}
 	bth.Opcode = OpAck
-	bth.Encode(b)
-	b[BTHLen] = a.Syndrome
-	putPSN(b[BTHLen+1:], a.MSN&psnMask)
+	bth.Put(b)
+	a.Put(b[BTHLen:])
 	putICRC(b[BTHLen+AETHLen:])
 	return AckLen, nil
 }
@@ -349,8 +301,7 @@ func DecodeAck(b []byte) (BTH, AETH, error) {
 	if len(b) < AckLen {
 		return bth, a, ErrShort
 	}
-	a.Syndrome = b[BTHLen]
-	a.MSN = getPSN(b[BTHLen+1:])
+	a.Parse(b[BTHLen:])
 	return bth, a, nil
 }
 
@@ -402,7 +353,7 @@ func EncodeSACK(b []byte, bth BTH, s *SETH, c *CCState) (int, error) {
 		return 0, ErrField
 	}
 	bth.Opcode = OpSACK
-	bth.Encode(b)
+	bth.Put(b)
 	o := BTHLen
 	b[o] = s.M<<6 | b2u(s.ProbeResp)<<5 | b2u(s.RtxEcho)<<4
 	b[o+1] = 0
@@ -487,7 +438,7 @@ func EncodeNACK(b []byte, bth BTH, n *NETH) (int, error) {
 		return 0, ErrBuffer
 	}
 	bth.Opcode = OpNACK
-	bth.Encode(b)
+	bth.Put(b)
 	o := BTHLen
 	b[o] = n.Code
 	b[o+1] = b2u(n.RtxEcho) << 7
@@ -541,7 +492,7 @@ func EncodeProbe(b []byte, bth BTH, p PETH) (int, error) {
 		return 0, ErrBuffer
 	}
 	bth.Opcode = OpProbe
-	bth.Encode(b)
+	bth.Put(b)
 	binary.BigEndian.PutUint32(b[BTHLen:], p.EV)
 	binary.BigEndian.PutUint16(b[BTHLen+4:], p.Seq)
 	binary.BigEndian.PutUint16(b[BTHLen+6:], p.TS)
@@ -597,7 +548,7 @@ func EncodeEndpoint(b []byte, bth BTH, resp bool, e EndpointHeader) (int, error)
 		bth.Opcode = OpEndpointResp
 	}
 	bth.DestQP = EndpointQPN
-	bth.Encode(b)
+	bth.Put(b)
 	o := BTHLen
 	binary.BigEndian.PutUint16(b[o:], e.Op)
 	binary.BigEndian.PutUint16(b[o+2:], e.ReqID)
