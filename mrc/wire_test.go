@@ -86,7 +86,9 @@ func TestBTHRoundTrip(t *testing.T) {
 		t.Fatalf("short BTH: %v", err)
 	}
 	b := make([]byte, 12)
-	for _, c := range []struct{ off, val int }{{1, 1}, {4, 1}, {8, 1}} {
+	// TVer, FECN, BECN, Resv6a and the low five bits of Resv7: MRC sends
+	// them 0 and rejects anything else.
+	for _, c := range []struct{ off, val int }{{1, 1}, {1, 8}, {4, 0x80}, {4, 0x40}, {4, 1}, {8, 0x10}, {8, 1}} {
 		clear(b)
 		b[c.off] = byte(c.val)
 		if _, err := DecodeBTH(b); err != ErrReserved {

@@ -128,6 +128,30 @@ func TestCodecLayout(t *testing.T) {
 	}
 }
 
+// TestCodecIgnoresReservedBTHBits: a receiver ignores Resv6a and Resv7
+// (IBA: "ignored on receipt"), and a sender writes them 0.
+func TestCodecIgnoresReservedBTHBits(t *testing.T) {
+	buf := make([]byte, 64)
+	h := sampleHeader(OpAck)
+	n, wire, err := Encode(buf, &h, false, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Decode(buf[:n], wire, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf[4]&0x3F != 0 || buf[8]&0x7F != 0 {
+		t.Fatalf("reserved bits sent: % x", buf[:12])
+	}
+	buf[4] |= 0x3F
+	buf[8] |= 0x7F
+	got, err := Decode(buf[:n], wire, false)
+	if err != nil || got.Header != want.Header {
+		t.Fatalf("with reserved bits set: %v\n got %+v\nwant %+v", err, got.Header, want.Header)
+	}
+}
+
 func TestCodecMalformed(t *testing.T) {
 	buf := make([]byte, 128)
 	good := func(op uint8, n int) []byte {
