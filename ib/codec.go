@@ -96,43 +96,47 @@ type BTH struct {
 }
 
 // Put writes h into b[:BTHLen]; fields wider than their bits are masked.
+// It assembles two big-endian words (bytes 0..7 and 8..11) rather than
+// twelve bytes: this runs once per packet sent.
 func (h *BTH) Put(b []byte) error {
 	if len(b) < BTHLen {
 		return ErrBuffer
 	}
-	b = b[:BTHLen]
-	b[0] = h.Opcode
-	b[1] = bit(h.SE, 7) | bit(h.MigReq, 6) | (h.PadCnt&3)<<4 | h.TVer&0xF
-	binary.BigEndian.PutUint16(b[2:], h.PKey)
-	b[4] = bit(h.FECN, 7) | bit(h.BECN, 6) | h.Resv6a&0x3F
-	PutUint24(b[5:], h.DestQP)
-	b[8] = bit(h.AckReq, 7) | bit(h.Rtx, 6) | bit(h.TS, 5) | h.Resv5&0x1F
-	PutUint24(b[9:], h.PSN)
+	b1 := bit(h.SE, 7) | bit(h.MigReq, 6) | (h.PadCnt&3)<<4 | h.TVer&0xF
+	b4 := bit(h.FECN, 7) | bit(h.BECN, 6) | h.Resv6a&0x3F
+	b8 := bit(h.AckReq, 7) | bit(h.Rtx, 6) | bit(h.TS, 5) | h.Resv5&0x1F
+	binary.BigEndian.PutUint64(b, uint64(h.Opcode)<<56|uint64(b1)<<48|uint64(h.PKey)<<32|
+		uint64(b4)<<24|uint64(h.DestQP&PSNMask))
+	binary.BigEndian.PutUint32(b[8:], uint32(b8)<<24|h.PSN&PSNMask)
 	return nil
 }
 
 // Parse reads the BTH at the start of b into h. It fails only when b is
-// shorter than BTHLen, leaving h unchanged.
+// shorter than BTHLen, leaving h unchanged. Like Put it reads two words;
+// it stores field by field (a composite literal would be built on the
+// stack and copied, a wide load over narrow stores).
 func (h *BTH) Parse(b []byte) error {
 	if len(b) < BTHLen {
 		return ErrShort
 	}
-	b = b[:BTHLen]
-	h.Opcode = b[0]
-	h.SE = b[1]&0x80 != 0
-	h.MigReq = b[1]&0x40 != 0
-	h.PadCnt = b[1] >> 4 & 3
-	h.TVer = b[1] & 0xF
-	h.PKey = binary.BigEndian.Uint16(b[2:])
-	h.FECN = b[4]&0x80 != 0
-	h.BECN = b[4]&0x40 != 0
-	h.Resv6a = b[4] & 0x3F
-	h.DestQP = Uint24(b[5:])
-	h.AckReq = b[8]&0x80 != 0
-	h.Rtx = b[8]&0x40 != 0
-	h.TS = b[8]&0x20 != 0
-	h.Resv5 = b[8] & 0x1F
-	h.PSN = Uint24(b[9:])
+	w := binary.BigEndian.Uint64(b)
+	x := binary.BigEndian.Uint32(b[8:])
+	b1, b4, b8 := uint8(w>>48), uint8(w>>24), uint8(x>>24)
+	h.Opcode = uint8(w >> 56)
+	h.SE = b1&0x80 != 0
+	h.MigReq = b1&0x40 != 0
+	h.PadCnt = b1 >> 4 & 3
+	h.TVer = b1 & 0xF
+	h.PKey = uint16(w >> 32)
+	h.FECN = b4&0x80 != 0
+	h.BECN = b4&0x40 != 0
+	h.Resv6a = b4 & 0x3F
+	h.DestQP = uint32(w) & PSNMask
+	h.AckReq = b8&0x80 != 0
+	h.Rtx = b8&0x40 != 0
+	h.TS = b8&0x20 != 0
+	h.Resv5 = b8 & 0x1F
+	h.PSN = x & PSNMask
 	return nil
 }
 

@@ -134,13 +134,23 @@ func getPSN(b []byte) uint32 { return ib.Uint24(b) }
 // DecodeBTH parses the BTH at the start of b.
 func DecodeBTH(b []byte) (BTH, error) {
 	var h BTH
+	err := parseBTH(&h, b)
+	return h, err
+}
+
+// parseBTH parses the BTH at the start of b into h and enforces MRC's
+// reserved bits; on error h is zero. The decoders parse straight into
+// their result with it: the BTH is not built once and then copied.
+func parseBTH(h *BTH, b []byte) error {
 	if h.Parse(b) != nil {
-		return BTH{}, ErrShort
+		*h = BTH{}
+		return ErrShort
 	}
 	if h.TVer != 0 || h.FECN || h.BECN || h.Resv6a != 0 || h.Resv5 != 0 {
-		return BTH{}, ErrReserved
+		*h = BTH{}
+		return ErrReserved
 	}
-	return h, nil
+	return nil
 }
 
 // IsDataOpcode reports whether op is one of the six WRITE opcodes.
@@ -232,16 +242,16 @@ func (h *DataHeader) Encode(b []byte) (int, error) {
 }
 
 // DecodeData parses a WRITE packet's headers into h and returns their
-// length; the payload (possibly elided) and ICRC follow.
+// length; the payload (possibly elided) and ICRC follow. On error h holds
+// no meaningful header.
 func DecodeData(b []byte, h *DataHeader) (int, error) {
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	if err := parseBTH(&h.BTH, b); err != nil {
 		return 0, err
 	}
+	bth := &h.BTH
 	if !IsDataOpcode(bth.Opcode) {
 		return 0, ErrOpcode
 	}
-	h.BTH = bth
 	n := h.Len()
 	if len(b) < n {
 		return 0, ErrShort
@@ -291,8 +301,8 @@ func EncodeAck(b []byte, bth BTH, a AETH) (int, error) {
 // DecodeAck parses a Transport ACK.
 func DecodeAck(b []byte) (BTH, AETH, error) {
 	var a AETH
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, a, err
 	}
 	if bth.Opcode != OpAck {
@@ -379,8 +389,8 @@ func EncodeSACK(b []byte, bth BTH, s *SETH, c *CCState) (int, error) {
 func DecodeSACK(b []byte) (BTH, SETH, CCState, error) {
 	var s SETH
 	var c CCState
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, s, c, err
 	}
 	if bth.Opcode != OpSACK {
@@ -453,8 +463,8 @@ func EncodeNACK(b []byte, bth BTH, n *NETH) (int, error) {
 // DecodeNACK parses a NACK.
 func DecodeNACK(b []byte) (BTH, NETH, error) {
 	var n NETH
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, n, err
 	}
 	if bth.Opcode != OpNACK {
@@ -503,8 +513,8 @@ func EncodeProbe(b []byte, bth BTH, p PETH) (int, error) {
 // DecodeProbe parses a reliability probe.
 func DecodeProbe(b []byte) (BTH, PETH, error) {
 	var p PETH
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, p, err
 	}
 	if bth.Opcode != OpProbe {
@@ -562,8 +572,7 @@ func EncodeEndpoint(b []byte, bth BTH, resp bool, e EndpointHeader) (int, error)
 // DecodeEndpoint parses an endpoint request or response; resp reports
 // which.
 func DecodeEndpoint(b []byte) (bth BTH, resp bool, e EndpointHeader, err error) {
-	bth, err = DecodeBTH(b)
-	if err != nil {
+	if err = parseBTH(&bth, b); err != nil {
 		return
 	}
 	if bth.Opcode != OpEndpointReq && bth.Opcode != OpEndpointResp {

@@ -374,3 +374,22 @@ func FuzzReceive(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWire: encode and decode of the per-packet headers alone (a
+// WRITE Middle with TSETH, and a Transport ACK).
+func BenchmarkWire(b *testing.B) {
+	buf := make([]byte, 128)
+	data := sampleData(OpWriteMiddle, true)
+	var g DataHeader
+	b.ReportAllocs()
+	for range b.N {
+		n, _ := data.Encode(buf)
+		if _, err := DecodeData(buf[:n], &g); err != nil {
+			b.Fatal(err)
+		}
+		EncodeAck(buf, sampleBTH(0), AETH{Syndrome: AckSyndrome, MSN: 7})
+		if _, _, err := DecodeAck(buf[:AckLen]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -72,7 +72,7 @@ type RETH = ib.RETH
 type AETH = ib.AETH
 
 // Header is a decoded BTH with the extension headers its opcode carries.
-// Its BTH fields are ib.BTH's that RoCEv2 uses, flat (see bth and setBTH).
+// Its BTH fields are those of ib.BTH that RoCEv2 uses.
 type Header struct {
 	Opcode uint8
 	SE     bool  // solicited event
@@ -106,10 +106,14 @@ type Packet struct {
 // Elided reports whether the payload is not (fully) stored.
 func (p *Packet) Elided() bool { return len(p.Payload) < p.PayloadLen }
 
-// bth returns the BTH of h with pad count pad: TVer 0, reserved bits 0.
-func (h *Header) bth(pad uint8) ib.BTH {
-	return ib.BTH{Opcode: h.Opcode, SE: h.SE, MigReq: h.M, PadCnt: pad, PKey: h.PKey,
-		FECN: h.FECN, BECN: h.BECN, DestQP: h.DestQP, AckReq: h.AckReq, PSN: h.PSN}
+// putBTH writes the BTH of h with pad count pad (TVer 0, reserved bits 0)
+// into b, which holds BTHLen bytes. It assigns fields rather than build a
+// composite literal, which the compiler would make on the stack and copy.
+func (h *Header) putBTH(b []byte, pad uint8) {
+	var bth ib.BTH
+	bth.Opcode, bth.SE, bth.MigReq, bth.PadCnt, bth.PKey = h.Opcode, h.SE, h.M, pad, h.PKey
+	bth.FECN, bth.BECN, bth.DestQP, bth.AckReq, bth.PSN = h.FECN, h.BECN, h.DestQP, h.AckReq, h.PSN
+	bth.Put(b)
 }
 
 // setBTH copies the BTH fields RoCEv2 uses into h; it ignores the
@@ -208,8 +212,7 @@ func Encode(buf []byte, h *Header, rethEvery bool, payload []byte, payloadLen in
 	}
 	b := buf[:stored]
 	// The lengths are checked above: no Put below can fail.
-	bth := h.bth(uint8(pad))
-	bth.Put(b)
+	h.putBTH(b, uint8(pad))
 	off := BTHLen
 	if reth {
 		h.RETH.Put(b[off:])

@@ -336,3 +336,22 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// BenchmarkWire: Encode and Decode of the per-packet headers alone (a
+// WRITE Middle with elided payload under IRN, and an ACK).
+func BenchmarkWire(b *testing.B) {
+	buf := make([]byte, 64)
+	data, ack := sampleHeader(OpWriteMiddle), sampleHeader(OpAck)
+	var p Packet
+	b.ReportAllocs()
+	for range b.N {
+		s, w, _ := Encode(buf, &data, true, nil, 4096)
+		if p.Decode(buf[:s], w, true) != nil {
+			b.Fatal("data")
+		}
+		s, w, _ = Encode(buf, &ack, true, nil, 0)
+		if p.Decode(buf[:s], w, true) != nil {
+			b.Fatal("ack")
+		}
+	}
+}
