@@ -1,10 +1,11 @@
 package mrc
 
 import (
-	"github.com/vcluster/vcluster/verbs"
-
 	"encoding/binary"
 	"errors"
+
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
 )
 
 // MRC opcodes (BTH byte 0).
@@ -23,20 +24,21 @@ const (
 	OpProbe        uint8 = 0xDE // reliability probe (PETH)
 )
 
-// Header lengths in bytes.
+// Header lengths in bytes. BTH, RETH, ImmDt, AETH and ICRC are
+// InfiniBand's (package ib); the rest are MRC's.
 const (
-	BTHLen     = 12
+	BTHLen     = ib.BTHLen
 	METHLen    = 4
 	TSETHLen   = 4
-	RETHLen    = 16
-	ImmLen     = 4
-	AETHLen    = 4
+	RETHLen    = ib.RETHLen
+	ImmLen     = ib.ImmDtLen
+	AETHLen    = ib.AETHLen
 	SETHLen    = 28
 	CCStateLen = 8
 	NETHLen    = 12
 	PETHLen    = 8
 	ERTHLen    = 12
-	ICRCLen    = 4
+	ICRCLen    = ib.ICRCLen
 
 	// AckLen, SACKLen, NACKLen, ProbeLen and EndpointLen are the full
 	// control packet sizes (BTH, extension header(s) and ICRC).
@@ -81,9 +83,9 @@ const (
 // reliability (SACK/NACK: "the packet arrived") apart from semantics
 // (Transport ACK: "what the responder did with it").
 const (
-	AckSyndrome          uint8 = 0x1F // 0b000_11111: ACK, credits "invalid"
-	NakRemoteAccessError uint8 = 0x62 // 0b011_00010: bad R_Key or range → verbs.StatusRemoteAccess
-	NakRemoteOpError     uint8 = 0x63 // 0b011_00011: remote operational error → verbs.StatusRemoteOp
+	AckSyndrome          = ib.SyndromeACK | ib.CreditsInvalid   // 0b000_11111: ACK, credits "invalid"
+	NakRemoteAccessError = ib.SyndromeNAK | ib.NakRemoteAccess  // 0b011_00010: bad R_Key or range → verbs.StatusRemoteAccess
+	NakRemoteOpError     = ib.SyndromeNAK | ib.NakRemoteOpError // 0b011_00011: remote operational error → verbs.StatusRemoteOp
 )
 
 // Endpoint operations (ERTH Op).
@@ -101,32 +103,22 @@ var (
 	ErrBuffer   = errors.New("mrc: buffer too small")
 )
 
-const psnMask = 1<<24 - 1
+const psnMask = ib.PSNMask
 
-// BTH is the base transport header.
+// BTH is the base transport header (ib.BTH). MRC uses it so:
 //
 //	byte 0      opcode
 //	byte 1      SE(7) M(6) PadCnt(5..4) TVer(3..0); MRC sends 0, TVer must be 0
 //	bytes 2..3  P_Key
-//	byte 4      reserved (0)
+//	byte 4      reserved (0): MRC sets neither FECN nor BECN
 //	bytes 5..7  destination QP (24 bits; verbs.DestQP reads it)
 //	byte 8      AckReq(7) rtx(6) TS(5), bits 4..0 reserved (0)
 //	bytes 9..11 PSN (24 bits)
 //
 // rtx and TS take the two high bits of the IBA "Resv7" field next to the
 // AckReq bit: rtx marks a retransmission, TS says a TSETH follows the METH.
-type BTH struct {
-	Opcode uint8
-	SE     bool
-	MigReq bool
-	PadCnt uint8
-	PKey   uint16
-	DestQP uint32
-	AckReq bool
-	Rtx    bool
-	TS     bool
-	PSN    uint32
-}
+// DecodeBTH rejects every other reserved bit.
+type BTH = ib.BTH
 
 func b2u(b bool) uint8 {
 	if b {
@@ -135,51 +127,30 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// Encode writes the BTH into b (at least BTHLen bytes).
-func (h *BTH) Encode(b []byte) (int, error) {
-	if len(b) < BTHLen {
-		return 0, ErrBuffer
-	}
-	b[0] = h.Opcode
-	b[1] = b2u(h.SE)<<7 | b2u(h.MigReq)<<6 | (h.PadCnt&3)<<4
-	binary.BigEndian.PutUint16(b[2:], h.PKey)
-	b[4] = 0
-	b[5] = byte(h.DestQP >> 16)
-	b[6] = byte(h.DestQP >> 8)
-	b[7] = byte(h.DestQP)
-	b[8] = b2u(h.AckReq)<<7 | b2u(h.Rtx)<<6 | b2u(h.TS)<<5
-	putPSN(b[9:], h.PSN)
-	return BTHLen, nil
-}
+func putPSN(b []byte, psn uint32) { ib.PutUint24(b, psn) }
 
-func putPSN(b []byte, psn uint32) {
-	b[0] = byte(psn >> 16)
-	b[1] = byte(psn >> 8)
-	b[2] = byte(psn)
-}
-
-func getPSN(b []byte) uint32 { return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]) }
+func getPSN(b []byte) uint32 { return ib.Uint24(b) }
 
 // DecodeBTH parses the BTH at the start of b.
 func DecodeBTH(b []byte) (BTH, error) {
 	var h BTH
-	if len(b) < BTHLen {
-		return h, ErrShort
+	err := parseBTH(&h, b)
+	return h, err
+}
+
+// parseBTH parses the BTH at the start of b into h and enforces MRC's
+// reserved bits; on error h is zero. The decoders parse straight into
+// their result with it: the BTH is not built once and then copied.
+func parseBTH(h *BTH, b []byte) error {
+	if h.Parse(b) != nil {
+		*h = BTH{}
+		return ErrShort
 	}
-	if b[1]&0x0f != 0 || b[4] != 0 || b[8]&0x1f != 0 {
-		return h, ErrReserved
+	if h.TVer != 0 || h.FECN || h.BECN || h.Resv6a != 0 || h.Resv5 != 0 {
+		*h = BTH{}
+		return ErrReserved
 	}
-	h.Opcode = b[0]
-	h.SE = b[1]&0x80 != 0
-	h.MigReq = b[1]&0x40 != 0
-	h.PadCnt = b[1] >> 4 & 3
-	h.PKey = binary.BigEndian.Uint16(b[2:])
-	h.DestQP = getPSN(b[5:])
-	h.AckReq = b[8]&0x80 != 0
-	h.Rtx = b[8]&0x40 != 0
-	h.TS = b[8]&0x20 != 0
-	h.PSN = getPSN(b[9:])
-	return h, nil
+	return nil
 }
 
 // IsDataOpcode reports whether op is one of the six WRITE opcodes.
@@ -209,16 +180,13 @@ type TSETH struct {
 	Coarse bool
 }
 
-// RETH is the RDMA extension header, present in every MRC data packet: VA
-// is this packet's target address (it advances by PMTU per packet), RKey
-// is constant in a message and DMALen is the whole message's length.
+// RETH is the RDMA extension header (ib.RETH), present in every MRC data
+// packet: VA is this packet's target address (it advances by PMTU per
+// packet), RKey is constant in a message and DMALen is the whole message's
+// length.
 //
 //	bytes 0..7 VA, 8..11 R_Key, 12..15 DMA length
-type RETH struct {
-	VA     uint64
-	RKey   uint32
-	DMALen uint32
-}
+type RETH = ib.RETH
 
 // DataHeader is everything a WRITE packet carries before its payload.
 //
@@ -253,7 +221,7 @@ func (h *DataHeader) Encode(b []byte) (int, error) {
 	if len(b) < n {
 		return 0, ErrBuffer
 	}
-	h.BTH.Encode(b)
+	h.BTH.Put(b)
 	o := BTHLen
 	binary.BigEndian.PutUint16(b[o:], h.METH.RQMSN)
 	binary.BigEndian.PutUint16(b[o+2:], h.METH.MSN)
@@ -264,28 +232,26 @@ func (h *DataHeader) Encode(b []byte) (int, error) {
 		b[o+3] = 0
 		o += TSETHLen
 	}
-	binary.BigEndian.PutUint64(b[o:], h.RETH.VA)
-	binary.BigEndian.PutUint32(b[o+8:], h.RETH.RKey)
-	binary.BigEndian.PutUint32(b[o+12:], h.RETH.DMALen)
+	h.RETH.Put(b[o:])
 	o += RETHLen
 	if HasImm(h.BTH.Opcode) {
-		binary.BigEndian.PutUint32(b[o:], h.Imm)
+		ib.ImmDt(h.Imm).Put(b[o:])
 		o += ImmLen
 	}
 	return o, nil
 }
 
 // DecodeData parses a WRITE packet's headers into h and returns their
-// length; the payload (possibly elided) and ICRC follow.
+// length; the payload (possibly elided) and ICRC follow. On error h holds
+// no meaningful header.
 func DecodeData(b []byte, h *DataHeader) (int, error) {
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	if err := parseBTH(&h.BTH, b); err != nil {
 		return 0, err
 	}
+	bth := &h.BTH
 	if !IsDataOpcode(bth.Opcode) {
 		return 0, ErrOpcode
 	}
-	h.BTH = bth
 	n := h.Len()
 	if len(b) < n {
 		return 0, ErrShort
@@ -303,25 +269,22 @@ func DecodeData(b []byte, h *DataHeader) (int, error) {
 		h.TSETH.Coarse = b[o+2]&0x80 != 0
 		o += TSETHLen
 	}
-	h.RETH.VA = binary.BigEndian.Uint64(b[o:])
-	h.RETH.RKey = binary.BigEndian.Uint32(b[o+8:])
-	h.RETH.DMALen = binary.BigEndian.Uint32(b[o+12:])
+	h.RETH.Parse(b[o:])
 	o += RETHLen
 	h.Imm = 0
 	if HasImm(bth.Opcode) {
-		h.Imm = binary.BigEndian.Uint32(b[o:])
+		var imm ib.ImmDt
+		imm.Parse(b[o:])
+		h.Imm = uint32(imm)
 		o += ImmLen
 	}
 	return o, nil
 }
 
-// AETH is the ACK extension header of a Transport ACK.
+// AETH is the ACK extension header of a Transport ACK (ib.AETH).
 //
 //	byte 0 syndrome (AckSyndrome, or an AETH NAK), bytes 1..3 MSN (24 bits)
-type AETH struct {
-	Syndrome uint8
-	MSN      uint32
-}
+type AETH = ib.AETH
 
 // EncodeAck writes a Transport ACK (BTH, AETH, zero ICRC) into b.
 func EncodeAck(b []byte, bth BTH, a AETH) (int, error) {
@@ -329,9 +292,8 @@ func EncodeAck(b []byte, bth BTH, a AETH) (int, error) {
 		return 0, ErrBuffer
 	}
 	bth.Opcode = OpAck
-	bth.Encode(b)
-	b[BTHLen] = a.Syndrome
-	putPSN(b[BTHLen+1:], a.MSN&psnMask)
+	bth.Put(b)
+	a.Put(b[BTHLen:])
 	putICRC(b[BTHLen+AETHLen:])
 	return AckLen, nil
 }
@@ -339,8 +301,8 @@ func EncodeAck(b []byte, bth BTH, a AETH) (int, error) {
 // DecodeAck parses a Transport ACK.
 func DecodeAck(b []byte) (BTH, AETH, error) {
 	var a AETH
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, a, err
 	}
 	if bth.Opcode != OpAck {
@@ -349,8 +311,7 @@ func DecodeAck(b []byte) (BTH, AETH, error) {
 	if len(b) < AckLen {
 		return bth, a, ErrShort
 	}
-	a.Syndrome = b[BTHLen]
-	a.MSN = getPSN(b[BTHLen+1:])
+	a.Parse(b[BTHLen:])
 	return bth, a, nil
 }
 
@@ -402,7 +363,7 @@ func EncodeSACK(b []byte, bth BTH, s *SETH, c *CCState) (int, error) {
 		return 0, ErrField
 	}
 	bth.Opcode = OpSACK
-	bth.Encode(b)
+	bth.Put(b)
 	o := BTHLen
 	b[o] = s.M<<6 | b2u(s.ProbeResp)<<5 | b2u(s.RtxEcho)<<4
 	b[o+1] = 0
@@ -428,8 +389,8 @@ func EncodeSACK(b []byte, bth BTH, s *SETH, c *CCState) (int, error) {
 func DecodeSACK(b []byte) (BTH, SETH, CCState, error) {
 	var s SETH
 	var c CCState
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, s, c, err
 	}
 	if bth.Opcode != OpSACK {
@@ -487,7 +448,7 @@ func EncodeNACK(b []byte, bth BTH, n *NETH) (int, error) {
 		return 0, ErrBuffer
 	}
 	bth.Opcode = OpNACK
-	bth.Encode(b)
+	bth.Put(b)
 	o := BTHLen
 	b[o] = n.Code
 	b[o+1] = b2u(n.RtxEcho) << 7
@@ -502,8 +463,8 @@ func EncodeNACK(b []byte, bth BTH, n *NETH) (int, error) {
 // DecodeNACK parses a NACK.
 func DecodeNACK(b []byte) (BTH, NETH, error) {
 	var n NETH
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, n, err
 	}
 	if bth.Opcode != OpNACK {
@@ -541,7 +502,7 @@ func EncodeProbe(b []byte, bth BTH, p PETH) (int, error) {
 		return 0, ErrBuffer
 	}
 	bth.Opcode = OpProbe
-	bth.Encode(b)
+	bth.Put(b)
 	binary.BigEndian.PutUint32(b[BTHLen:], p.EV)
 	binary.BigEndian.PutUint16(b[BTHLen+4:], p.Seq)
 	binary.BigEndian.PutUint16(b[BTHLen+6:], p.TS)
@@ -552,8 +513,8 @@ func EncodeProbe(b []byte, bth BTH, p PETH) (int, error) {
 // DecodeProbe parses a reliability probe.
 func DecodeProbe(b []byte) (BTH, PETH, error) {
 	var p PETH
-	bth, err := DecodeBTH(b)
-	if err != nil {
+	var bth BTH
+	if err := parseBTH(&bth, b); err != nil {
 		return bth, p, err
 	}
 	if bth.Opcode != OpProbe {
@@ -597,7 +558,7 @@ func EncodeEndpoint(b []byte, bth BTH, resp bool, e EndpointHeader) (int, error)
 		bth.Opcode = OpEndpointResp
 	}
 	bth.DestQP = EndpointQPN
-	bth.Encode(b)
+	bth.Put(b)
 	o := BTHLen
 	binary.BigEndian.PutUint16(b[o:], e.Op)
 	binary.BigEndian.PutUint16(b[o+2:], e.ReqID)
@@ -611,8 +572,7 @@ func EncodeEndpoint(b []byte, bth BTH, resp bool, e EndpointHeader) (int, error)
 // DecodeEndpoint parses an endpoint request or response; resp reports
 // which.
 func DecodeEndpoint(b []byte) (bth BTH, resp bool, e EndpointHeader, err error) {
-	bth, err = DecodeBTH(b)
-	if err != nil {
+	if err = parseBTH(&bth, b); err != nil {
 		return
 	}
 	if bth.Opcode != OpEndpointReq && bth.Opcode != OpEndpointResp {

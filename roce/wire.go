@@ -1,51 +1,55 @@
 package roce
 
 import (
-	"encoding/binary"
 	"errors"
+
+	"github.com/vcluster/vcluster/ib"
 )
 
 // RoCEv2 opcodes (RC) this package speaks. Send, Read and atomics are not
-// implemented (see the package documentation).
+// implemented (see the package documentation). All but the CNP are
+// InfiniBand's RC opcodes (package ib).
 const (
-	OpWriteFirst   uint8 = 0x06 // RDMA WRITE First (BTH + RETH + payload)
-	OpWriteMiddle  uint8 = 0x07 // RDMA WRITE Middle (BTH + payload)
-	OpWriteLast    uint8 = 0x08 // RDMA WRITE Last (BTH + payload)
-	OpWriteLastImm uint8 = 0x09 // RDMA WRITE Last with Immediate (BTH + ImmDt + payload)
-	OpWriteOnly    uint8 = 0x0A // RDMA WRITE Only (BTH + RETH + payload)
-	OpWriteOnlyImm uint8 = 0x0B // RDMA WRITE Only with Immediate (BTH + RETH + ImmDt + payload)
-	OpAck          uint8 = 0x11 // ACKNOWLEDGE (BTH + AETH)
-	OpCNP          uint8 = 0x81 // RoCEv2 Congestion Notification Packet (BTH + 16 reserved bytes)
+	OpWriteFirst   = ib.OpRCWriteFirst   // RDMA WRITE First (BTH + RETH + payload)
+	OpWriteMiddle  = ib.OpRCWriteMiddle  // RDMA WRITE Middle (BTH + payload)
+	OpWriteLast    = ib.OpRCWriteLast    // RDMA WRITE Last (BTH + payload)
+	OpWriteLastImm = ib.OpRCWriteLastImm // RDMA WRITE Last with Immediate (BTH + ImmDt + payload)
+	OpWriteOnly    = ib.OpRCWriteOnly    // RDMA WRITE Only (BTH + RETH + payload)
+	OpWriteOnlyImm = ib.OpRCWriteOnlyImm // RDMA WRITE Only with Immediate (BTH + RETH + ImmDt + payload)
+	OpAck          = ib.OpRCAck          // ACKNOWLEDGE (BTH + AETH)
+
+	OpCNP uint8 = 0x81 // RoCEv2 Congestion Notification Packet (BTH + 16 reserved bytes)
 )
 
 // Header lengths in bytes.
 const (
-	BTHLen         = 12
-	RETHLen        = 16
-	ImmLen         = 4
-	AETHLen        = 4
+	BTHLen         = ib.BTHLen
+	RETHLen        = ib.RETHLen
+	ImmLen         = ib.ImmDtLen
+	AETHLen        = ib.AETHLen
 	CNPReservedLen = 16
-	ICRCLen        = 4
+	ICRCLen        = ib.ICRCLen
 	// DefaultPKey is the default partition key (full membership).
 	DefaultPKey = 0xFFFF
 	// PSNMask keeps the 24 bits of a PSN.
-	PSNMask = 0xFFFFFF
+	PSNMask = ib.PSNMask
 )
 
-// AETH syndromes (bits 6..5 type; bits 4..0 credit count or NAK code).
+// AETH syndromes (bits 6..5 type; bits 4..0 credit count or NAK code):
+// InfiniBand's, from package ib.
 const (
-	SyndromeACK uint8 = 0x00 // 000xxxxx: ACK, low 5 bits = credit count
-	SyndromeRNR uint8 = 0x20 // 001xxxxx: RNR NAK, low 5 bits = timer
-	SyndromeNAK uint8 = 0x60 // 011xxxxx: NAK, low 5 bits = NAK code
+	SyndromeACK = ib.SyndromeACK // 000xxxxx: ACK, low 5 bits = credit count
+	SyndromeRNR = ib.SyndromeRNR // 001xxxxx: RNR NAK, low 5 bits = timer
+	SyndromeNAK = ib.SyndromeNAK // 011xxxxx: NAK, low 5 bits = NAK code
 
 	// CreditsInvalid is the ACK credit count meaning "no credit
 	// information" (RDMA Write consumes no receive WQEs).
-	CreditsInvalid uint8 = 0x1F
+	CreditsInvalid = ib.CreditsInvalid
 
-	NakPSNSeqError   uint8 = 0 // PSN sequence error
-	NakInvalidReq    uint8 = 1 // invalid request
-	NakRemoteAccess  uint8 = 2 // remote access error
-	NakRemoteOpError uint8 = 3 // remote operational error
+	NakPSNSeqError   = ib.NakPSNSeqError   // PSN sequence error
+	NakInvalidReq    = ib.NakInvalidReq    // invalid request
+	NakRemoteAccess  = ib.NakRemoteAccess  // remote access error
+	NakRemoteOpError = ib.NakRemoteOpError // remote operational error
 )
 
 // Decoding errors (preallocated).
@@ -61,28 +65,14 @@ var (
 )
 
 // RETH is the RDMA Extended Transport Header.
-type RETH struct {
-	VA     uint64
-	RKey   uint32
-	DMALen uint32
-}
+type RETH = ib.RETH
 
-// AETH is the ACK Extended Transport Header.
-type AETH struct {
-	Syndrome uint8
-	MSN      uint32 // 24 bits
-}
-
-// IsNAK reports whether the syndrome is a NAK; Code returns its NAK code.
-func (a AETH) IsNAK() bool { return a.Syndrome&0x60 == SyndromeNAK }
-
-// IsACK reports whether the syndrome is a positive ACK.
-func (a AETH) IsACK() bool { return a.Syndrome&0x60 == SyndromeACK }
-
-// Code returns the low 5 bits of the syndrome: credit count or NAK code.
-func (a AETH) Code() uint8 { return a.Syndrome & 0x1F }
+// AETH is the ACK Extended Transport Header (IsACK, IsNAK and Code classify
+// its syndrome).
+type AETH = ib.AETH
 
 // Header is a decoded BTH with the extension headers its opcode carries.
+// Its BTH fields are those of ib.BTH that RoCEv2 uses.
 type Header struct {
 	Opcode uint8
 	SE     bool  // solicited event
@@ -115,6 +105,24 @@ type Packet struct {
 
 // Elided reports whether the payload is not (fully) stored.
 func (p *Packet) Elided() bool { return len(p.Payload) < p.PayloadLen }
+
+// putBTH writes the BTH of h with pad count pad (TVer 0, reserved bits 0)
+// into b, which holds BTHLen bytes. It assigns fields rather than build a
+// composite literal, which the compiler would make on the stack and copy.
+func (h *Header) putBTH(b []byte, pad uint8) {
+	var bth ib.BTH
+	bth.Opcode, bth.SE, bth.MigReq, bth.PadCnt, bth.PKey = h.Opcode, h.SE, h.M, pad, h.PKey
+	bth.FECN, bth.BECN, bth.DestQP, bth.AckReq, bth.PSN = h.FECN, h.BECN, h.DestQP, h.AckReq, h.PSN
+	bth.Put(b)
+}
+
+// setBTH copies the BTH fields RoCEv2 uses into h; it ignores the
+// reserved bits (Resv6a, Resv7), as receivers must.
+func (h *Header) setBTH(b *ib.BTH) {
+	h.Opcode, h.SE, h.M, h.PadCnt, h.TVer = b.Opcode, b.SE, b.MigReq, b.PadCnt, b.TVer
+	h.PKey, h.FECN, h.BECN, h.DestQP = b.PKey, b.FECN, b.BECN, b.DestQP
+	h.AckReq, h.PSN = b.AckReq, b.PSN
+}
 
 // layout returns which extension headers an opcode carries. rethEvery is
 // the IRN extension: every WRITE packet carries a RETH with its own VA.
@@ -203,43 +211,19 @@ func Encode(buf []byte, h *Header, rethEvery bool, payload []byte, payloadLen in
 		return 0, 0, ErrBuf
 	}
 	b := buf[:stored]
-	b[0] = h.Opcode
-	b1 := uint8(pad) << 4 // TVer 0
-	if h.SE {
-		b1 |= 0x80
-	}
-	if h.M {
-		b1 |= 0x40
-	}
-	b[1] = b1
-	binary.BigEndian.PutUint16(b[2:], h.PKey)
-	b4 := uint8(0)
-	if h.FECN {
-		b4 |= 0x80
-	}
-	if h.BECN {
-		b4 |= 0x40
-	}
-	b[4] = b4
-	b[5], b[6], b[7] = byte(h.DestQP>>16), byte(h.DestQP>>8), byte(h.DestQP)
-	b[8] = 0
-	if h.AckReq {
-		b[8] = 0x80
-	}
-	b[9], b[10], b[11] = byte(h.PSN>>16), byte(h.PSN>>8), byte(h.PSN)
+	// The lengths are checked above: no Put below can fail.
+	h.putBTH(b, uint8(pad))
 	off := BTHLen
 	if reth {
-		binary.BigEndian.PutUint64(b[off:], h.RETH.VA)
-		binary.BigEndian.PutUint32(b[off+8:], h.RETH.RKey)
-		binary.BigEndian.PutUint32(b[off+12:], h.RETH.DMALen)
+		h.RETH.Put(b[off:])
 		off += RETHLen
 	}
 	if imm {
-		binary.BigEndian.PutUint32(b[off:], h.Imm)
+		ib.ImmDt(h.Imm).Put(b[off:])
 		off += ImmLen
 	}
 	if aeth {
-		binary.BigEndian.PutUint32(b[off:], uint32(h.AETH.Syndrome)<<24|h.AETH.MSN&PSNMask)
+		h.AETH.Put(b[off:])
 		off += AETHLen
 	}
 	if extra > 0 {
@@ -259,31 +243,22 @@ func Encode(buf []byte, h *Header, rethEvery bool, payload []byte, payloadLen in
 // rethEvery selects the IRN layout (a RETH on every WRITE packet). Decode
 // never panics; malformed input yields an error.
 func (p *Packet) Decode(b []byte, wireLen int, rethEvery bool) error {
-	if len(b) < BTHLen {
+	var bth ib.BTH
+	if bth.Parse(b) != nil {
 		return ErrShort
 	}
 	if wireLen < len(b) {
 		return ErrLength
 	}
 	h := &p.Header
-	h.Opcode = b[0]
-	reth, imm, aeth, extra, ok := layout(h.Opcode, rethEvery)
+	reth, imm, aeth, extra, ok := layout(bth.Opcode, rethEvery)
 	if !ok {
 		return ErrOpcode
 	}
-	h.SE = b[1]&0x80 != 0
-	h.M = b[1]&0x40 != 0
-	h.PadCnt = b[1] >> 4 & 3
-	h.TVer = b[1] & 0xF
-	if h.TVer != 0 {
+	if bth.TVer != 0 {
 		return ErrTVer
 	}
-	h.PKey = binary.BigEndian.Uint16(b[2:])
-	h.FECN = b[4]&0x80 != 0
-	h.BECN = b[4]&0x40 != 0
-	h.DestQP = uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7])
-	h.AckReq = b[8]&0x80 != 0
-	h.PSN = uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
+	h.setBTH(&bth)
 	off := BTHLen
 	need := off + extra
 	if reth {
@@ -300,21 +275,20 @@ func (p *Packet) Decode(b []byte, wireLen int, rethEvery bool) error {
 	}
 	h.HasRETH, h.HasImm, h.HasAETH = reth, imm, aeth
 	h.RETH, h.Imm, h.AETH = RETH{}, 0, AETH{}
+	// len(b) >= need: no Parse below can fail.
 	if reth {
-		h.RETH.VA = binary.BigEndian.Uint64(b[off:])
-		h.RETH.RKey = binary.BigEndian.Uint32(b[off+8:])
-		h.RETH.DMALen = binary.BigEndian.Uint32(b[off+12:])
+		h.RETH.Parse(b[off:])
 		off += RETHLen
 	}
 	if imm {
-		h.Imm = binary.BigEndian.Uint32(b[off:])
+		var d ib.ImmDt
+		d.Parse(b[off:])
+		h.Imm = uint32(d)
 		off += ImmLen
 	}
 	if aeth {
-		v := binary.BigEndian.Uint32(b[off:])
-		h.AETH.Syndrome = uint8(v >> 24)
-		h.AETH.MSN = v & PSNMask
-		if h.AETH.Syndrome&0x80 != 0 || h.AETH.Syndrome&0x60 == 0x40 {
+		h.AETH.Parse(b[off:])
+		if !h.AETH.Valid() {
 			return ErrSyndrome
 		}
 		off += AETHLen
