@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/internal/ring"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -68,8 +69,8 @@ type Engine struct {
 	TxLatency, RxLatency time.Duration
 	Counters             EngineCounters
 
-	posts fifo[pendingPost]       // posted, not yet handed to the transport (TxLatency)
-	cqes  fifo[pendingCompletion] // produced, not yet on their CQ (RxLatency)
+	posts ring.Ring[pendingPost]       // posted, not yet handed to the transport (TxLatency)
+	cqes  ring.Ring[pendingCompletion] // produced, not yet on their CQ (RxLatency)
 }
 
 // Engine event arguments besides a QP's timer (whose argument is its QPN,
@@ -88,33 +89,6 @@ type pendingCompletion struct {
 	cq *CQ
 	c  verbs.Completion
 }
-
-// fifo is a queue that reuses its storage: no allocation in steady state.
-type fifo[T any] struct {
-	q    []T
-	head int
-}
-
-func (f *fifo[T]) push(x T) {
-	if f.head > 0 && f.head == len(f.q) {
-		f.q, f.head = f.q[:0], 0
-	} else if f.head > 64 && 2*f.head >= len(f.q) {
-		n := copy(f.q, f.q[f.head:])
-		clear(f.q[n:])
-		f.q, f.head = f.q[:n], 0
-	}
-	f.q = append(f.q, x)
-}
-
-func (f *fifo[T]) pop() T {
-	x := f.q[f.head]
-	var zero T
-	f.q[f.head] = zero
-	f.head++
-	return x
-}
-
-func (f *fifo[T]) len() int { return len(f.q) - f.head }
 
 // EngineCounters count the engine's traffic.
 type EngineCounters struct {
@@ -264,7 +238,7 @@ func (e *Engine) Post(qpn uint32, wr verbs.WorkRequest) error {
 		if err := e.checkPost(s, wr); err != nil {
 			return err
 		}
-		e.posts.push(pendingPost{s, wr})
+		e.posts.Push(pendingPost{s, wr})
 		e.loop.Post(e.loop.Now()+sim.Time(e.TxLatency), e, evPost)
 		return nil
 	}
@@ -285,7 +259,7 @@ func (e *Engine) checkPost(s *qpSlot, wr verbs.WorkRequest) error {
 
 // postDue hands the oldest pending post to its transport (TxLatency).
 func (e *Engine) postDue() {
-	p := e.posts.pop()
+	p := e.posts.Pop()
 	s := p.s
 	if err := s.t.Post(int64(e.loop.Now()), p.wr); err != nil {
 		// Checked at Post: the QP failed since.
@@ -483,7 +457,7 @@ func (e *Engine) OnEvent(arg uint64) {
 		e.postDue()
 		return
 	case evCompletion:
-		c := e.cqes.pop()
+		c := e.cqes.Pop()
 		c.cq.push(c.c)
 		return
 	}
@@ -512,7 +486,7 @@ func (e *Engine) deliver(cq *CQ, c verbs.Completion) {
 		cq.push(c)
 		return
 	}
-	e.cqes.push(pendingCompletion{cq, c})
+	e.cqes.Push(pendingCompletion{cq, c})
 	e.loop.Post(e.loop.Now()+sim.Time(e.RxLatency), e, evCompletion)
 }
 
