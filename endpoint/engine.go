@@ -41,12 +41,18 @@ type Engine struct {
 	free      uint32
 	freeValid bool
 
-	// Endpoint, if set, receives packets addressed to the reserved QP
-	// EndpointQPN (MRC's endpoint operations, e.g. Port Status Update).
+	// Endpoint, if set, receives the packets addressed to the reserved QP
+	// EndpointQPN that are not a port status update for this engine's
+	// QPs (MRC's other endpoint operations: EV Probes).
 	Endpoint func(rx *verbs.Rx)
 	// OnLinkStatus, if set, hears which NIC ports' links are up after a
-	// change (after the transports were told).
+	// change (after the transports were told and the peers sent updates).
 	OnLinkStatus func(upMask uint32)
+	// speakers counts the QPs that speak the port status exchange
+	// (verbs.PortStatusSpeaker): with any, EndpointQPN is open.
+	speakers int
+	// endpointReq numbers endpoint requests (NextEndpointReqID).
+	endpointReq uint16
 
 	// denied is the engine's path denylist: what DenyPath was told, so
 	// that QPs connected later are denied the same paths.
@@ -180,6 +186,17 @@ func (e *Engine) AddQP(t verbs.Transport, cq *CQ) {
 		panic("endpoint: AddQP with a QPN not from AllocQPN")
 	}
 	e.qps = append(e.qps, &qpSlot{t: t, cq: cq})
+	if _, ok := t.(verbs.PortStatusSpeaker); ok {
+		e.speakers++
+	}
+}
+
+// NextEndpointReqID numbers the host's next endpoint request (its Port
+// Status Updates and any other endpoint operation sent through
+// SendControl, e.g. an EV Probe): one sequence per host, wrapping at 2^16.
+func (e *Engine) NextEndpointReqID() uint16 {
+	e.endpointReq++
+	return e.endpointReq
 }
 
 // QP returns the transport of qpn, or nil.
@@ -352,8 +369,60 @@ func (e *Engine) planeStatus(up uint32) {
 		}
 		e.activate(s)
 	}
+	e.tellPeers(up)
 	if e.OnLinkStatus != nil {
 		e.OnLinkStatus(up)
+	}
+}
+
+// tellPeers sends a port status update saying which of the NIC's ports
+// are up to every peer host a port-status-speaking QP talks to (each once,
+// in QP order), so that the peer's QPs stop sending on a plane whose port
+// died here. With no port left up there is nothing to tell anyone with.
+func (e *Engine) tellPeers(up uint32) {
+	if up == 0 || e.speakers == 0 {
+		return
+	}
+	seen := map[int]bool{}
+	for _, s := range e.qps {
+		sp, ok := s.t.(verbs.PortStatusSpeaker)
+		if !ok || seen[sp.Remote().Host] {
+			continue
+		}
+		peer := sp.Remote().Host
+		seen[peer] = true
+		// The update is written where transmit reads a packet from: the
+		// transport packet in it, if any, was already sent.
+		n, ev, err := sp.EncodePortStatus(e.scratch, e.NextEndpointReqID(), up)
+		if err != nil {
+			continue
+		}
+		e.transmit(&verbs.Tx{Len: n, WireLen: n, DstHost: peer, EV: ev, DSCP: verbs.DSCPControl})
+	}
+}
+
+// endpointReceive handles a packet to EndpointQPN: a port status update
+// goes to every speaking QP connected to its sender, anything else to
+// Endpoint.
+func (e *Engine) endpointReceive(rx *verbs.Rx) {
+	var up uint32
+	decoded, update := false, false
+	for _, s := range e.qps {
+		sp, ok := s.t.(verbs.PortStatusSpeaker)
+		if !ok || sp.Remote().Host != rx.SrcHost {
+			continue
+		}
+		if !decoded {
+			up, update = sp.PortStatus(rx.Data)
+			decoded = true
+		}
+		if !update {
+			break
+		}
+		sp.ApplyPortStatus(up)
+	}
+	if !update && e.Endpoint != nil {
+		e.Endpoint(rx)
 	}
 }
 
@@ -520,7 +589,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	}
 	qpn, _ := verbs.DestQP(d[udp+udpLen:])
 	s := e.slot(qpn)
-	if s == nil && !(qpn == EndpointQPN && e.Endpoint != nil) {
+	if s == nil && !(qpn == EndpointQPN && (e.Endpoint != nil || e.speakers > 0)) {
 		e.Counters.RxNoQP++
 		p.Release()
 		return
@@ -542,7 +611,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	if s == nil {
 		// Endpoint operations may change any QP's state: let all of them
 		// look again.
-		e.Endpoint(&e.rx)
+		e.endpointReceive(&e.rx)
 		e.rx.Data = nil
 		p.Release()
 		for _, s := range e.qps {
