@@ -12,6 +12,17 @@
 // fabric.queue.pfc.watchdog.restoration. Load zeroes such a field when the
 // user did not set it explicitly so that it follows the fields it derives
 // from; Normalize then fills it in.
+//
+// The transports own their sections. transport.kind is any kind config
+// holds a section for or that was registered (RegisterTransportKind; the
+// cluster registers each kind it can build). A section — transport.mrc,
+// transport.roce — is a TransportConfig field whose type is its
+// transport's (mrc.Settings, roce.Settings): the transport declares the
+// fields, their defaults and their rules (Section), and config decodes it
+// and runs its Validate through a verbs.SectionChecker that words the
+// messages and records the rules for Schema (transport.go). A new kind
+// without knobs needs nothing here; one with knobs adds its section's
+// field to TransportConfig, because Load reads the Config type itself.
 package config
 
 import (
