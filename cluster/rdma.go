@@ -102,9 +102,9 @@ func (c *Cluster) pathsPerPlane() int {
 }
 
 // pmtu is the MRC payload per full packet (transport.mrc.pmtu, 4096 when
-// unset).
-// It sizes the reference data packet of BaseRTT and PathQueueing whatever
-// the transport (RoCE's runs were measured so).
+// unset). It sizes the reference data packet of BaseRTT and PathQueueing
+// whichever transport runs: RoCE's timeouts and BDPs derive from it too,
+// so it stays MRC's setting rather than the selected kind's.
 func (c *Cluster) pmtu() int { return pmtuOf(c.Config) }
 
 func pmtuOf(c config.Config) int {
