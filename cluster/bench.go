@@ -69,7 +69,7 @@ func RunP2PParallel(cfg config.Config, workers, a, b int, n uint64, loss float64
 	})
 	r := P2PResult{Bytes: per * uint64(len(ps)), Events: c.Executed(), Verified: cfg.Transport.Payload == config.PayloadReal,
 		LineRateBps: float64(c.hostRate()) * float64(c.Topo.Planes)}
-	if cfg.Transport.Kind == config.TransportRoCE {
+	if c.SinglePlane() {
 		r.LineRateBps = float64(c.hostRate()) * float64(min(len(ps), c.Topo.Planes))
 	}
 	for i, tr := range trs {

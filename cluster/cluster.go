@@ -2,7 +2,8 @@
 // config.Config: the event loop, the fabric (topology, port settings,
 // forwarding mode) and the virtual hosts. It is the one place that
 // translates the user's YAML vocabulary into the fabric's and endpoint's
-// types; it knows nothing of transports or experiments.
+// types. It knows no transport but through the kinds registered with
+// RegisterTransport (transport.go), and nothing of experiments.
 package cluster
 
 import (
@@ -129,12 +130,12 @@ func scaleECN(topo *fabric.Topology, c config.Config) error {
 	e, buf := c.EffectiveECN(), c.Fabric.Queue.BufferBytes
 	cl := &Cluster{Config: c, Topo: topo}
 	rtt := cl.BaseRTT()
-	// htsim counts its thresholds in its data packets: MRC's full data
-	// packet when MRC runs (fabric.mtu may be larger than it), else a
+	// htsim counts its thresholds in its data packets: the transport's
+	// full data packet when it is shorter than fabric.mtu (MRC's), else a
 	// full-MTU frame.
 	pkt := c.Fabric.MTU
-	if c.Transport.Kind == config.TransportMRC {
-		pkt = min(pkt, cl.pmtu()+config.MRCPacketOverhead)
+	if k, ok := transports[c.Transport.Kind]; ok && k.DataPacketBytes != nil {
+		pkt = min(pkt, k.DataPacketBytes(c))
 	}
 	frame := fabric.EthHeaderLen + pkt + fabric.FCSLen
 	if topo.Mode == fabric.ForwardUSID {
@@ -190,10 +191,10 @@ type Cluster struct {
 	Topo   *fabric.Topology
 	Hosts  []*endpoint.Host
 
-	par  *partitioned // set by NewPartitioned (partition.go)
-	roce rocePlanes   // RoCE QPs per host, for the plane spread (roce_glue.go)
+	par    *partitioned // set by NewPartitioned (partition.go)
+	planes qpPlanes     // single-plane QPs per host, for the plane spread (transport.go)
 
-	mrcEP []*mrcEndpoint // per host: MRC endpoint operations (rdma.go)
+	probers []*evProber // per host: EV Probe endpoint operations (rdma.go)
 }
 
 // New builds the cluster a validated config describes. wall may be nil for

@@ -97,15 +97,13 @@ func fabricCounts(f config.FabricConfig) (switches, switchPorts, hosts, nicPorts
 	return switches, switchPorts, hosts, nicPorts
 }
 
-// qpBytes is the live heap of one QP end of the configured transport.
+// qpBytes is the live heap of one QP end of the configured transport
+// (TransportKind.QPBytes; 0 for a kind that does not say).
 func qpBytes(t config.TransportConfig) uint64 {
-	if t.Kind == config.TransportRoCE {
-		if t.RoCE.Reliability == "irn" {
-			return memRoCEQPIRN
-		}
-		return memRoCEQPGBN
+	if k, ok := transports[t.Kind]; ok && k.QPBytes != nil {
+		return k.QPBytes(t)
 	}
-	return memMRCQPBase + memMRCPerMPR*nonNeg(t.MRC.MPRUnits) + memMRCPerEV*nonNeg(t.MRC.EVsPerQP)
+	return 0
 }
 
 func nonNeg(n int) uint64 {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"math/bits"
 	"time"
 
 	"github.com/vcluster/vcluster/config"
@@ -102,41 +101,14 @@ func (c *Cluster) pathsPerPlane() int {
 	return h * h
 }
 
-// MRCConfig is the MRC configuration the cluster's config and topology
-// give.
-func (c *Cluster) MRCConfig() (mrc.Config, error) {
-	t := c.Config.Transport.MRC
-	m := mrc.DefaultConfig()
-	m.Planes = c.Topo.Planes
-	m.PathsPerPlane = c.pathsPerPlane()
-	m.EVsPerQP = t.EVsPerQP
-	m.MPR = t.MPRUnits
-	m.MaxWImm = t.MaxWImm
-	m.PMTU = c.pmtu()
-	rto, err := durationOr("transport.mrc.rto", t.RTO, c.DefaultRTO())
-	if err != nil {
-		return m, err
-	}
-	m.RTO = int64(rto)
-	m.DisableCC = !t.NSCC
-	m.TLPFactor = t.TLPFactor
-	m.RetryScope = mrc.RetryScope(t.RetryScope)
-	m.LossDetection = mrc.LossDetection(t.LossDetection)
-	m.Responder = mrc.ResponderConfig{BitmapPSNs: t.Responder.BitmapPSNs, PacketBuffers: t.Responder.PacketBuffers,
-		ImmSlots: t.Responder.ImmSlots, AlwaysSkipCEStreak: t.Responder.AlwaysSkipCEStreak}
-	m.LinkBps = int64(c.Topo.Planes) * int64(c.hostRate())
-	m.BaseRTT = int64(c.BaseRTT())
-	m.Trimming = c.Config.Fabric.Queue.Trim.Enabled
-	if err := m.Validate(); err != nil {
-		return m, fmt.Errorf("transport.mrc: %v", err)
-	}
-	return m, nil
-}
-
 // pmtu is the MRC payload per full packet (transport.mrc.pmtu, 4096 when
-// unset).
-func (c *Cluster) pmtu() int {
-	if p := c.Config.Transport.MRC.PMTU; p > 0 {
+// unset). It sizes the reference data packet of BaseRTT and PathQueueing
+// whichever transport runs: RoCE's timeouts and BDPs derive from it too,
+// so it stays MRC's setting rather than the selected kind's.
+func (c *Cluster) pmtu() int { return pmtuOf(c.Config) }
+
+func pmtuOf(c config.Config) int {
+	if p := c.Transport.MRC.PMTU; p > 0 {
 		return p
 	}
 	return 4096
@@ -176,22 +148,16 @@ func (c *Cluster) qpSeed(host int, qpn uint32) uint64 {
 
 // NewTransport creates the configured transport for a new QP on host h;
 // plane is the plane a single-plane transport (RoCE) puts the QP on, which
-// both ends of a connection share (MRC sprays over every plane and ignores
-// it).
+// both ends of a connection share (multipath transports such as MRC spray
+// over every plane and ignore it).
 func (c *Cluster) NewTransport(h, plane int) (verbs.Transport, error) {
 	e := c.Hosts[h].RDMA()
 	qpn := e.AllocQPN()
-	switch c.Config.Transport.Kind {
-	case config.TransportMRC:
-		m, err := c.MRCConfig()
-		if err != nil {
-			return nil, err
-		}
-		return mrc.New(m, e.Memory(), qpn, c.qpSeed(h, qpn)), nil
-	case config.TransportRoCE:
-		return c.newRoCE(e, h, plane, qpn)
+	k, err := c.transportKind()
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("transport.kind: unknown %q", c.Config.Transport.Kind)
+	return k.New(c, e, h, plane, qpn)
 }
 
 // Connect creates transport.qpsPerConnection QP pairs between hosts a and
@@ -204,8 +170,8 @@ func (c *Cluster) Connect(a, b int) ([]Pair, error) {
 	for i := 0; i < c.Config.Transport.QPsPerConnection; i++ {
 		ea, eb := c.Hosts[a].RDMA(), c.Hosts[b].RDMA()
 		plane := 0 // both ends share it
-		if c.Config.Transport.Kind == config.TransportRoCE {
-			plane = c.roce.next(a, len(c.Hosts), c.Topo.Planes)
+		if c.SinglePlane() {
+			plane = c.planes.next(a, len(c.Hosts), c.Topo.Planes)
 		}
 		ta, err := c.NewTransport(a, plane)
 		if err != nil {
@@ -221,10 +187,6 @@ func (c *Cluster) Connect(a, b int) ([]Pair, error) {
 		eb.AddQP(tb, cb)
 		if err := endpoint.Connect(ea, ta, verbs.QPAttrs{}, eb, tb, verbs.QPAttrs{}); err != nil {
 			return nil, err
-		}
-		if c.Config.Transport.Kind == config.TransportMRC {
-			c.mrcEndpointOf(a)
-			c.mrcEndpointOf(b)
 		}
 		ps = append(ps, Pair{A: QPEnd{a, ea, ta, ca}, B: QPEnd{b, eb, tb, cb}})
 	}
@@ -245,18 +207,14 @@ func (c *Cluster) Region(h int, n uint64, fill func([]byte)) *verbs.MR {
 	return mem.Register(buf)
 }
 
-// mrcEndpoint is one host's MRC endpoint operations (endpoint requests and
-// responses on QP 2): Port Status Update — when a NIC port's link changes,
-// the engine tells every host its MRC QPs talk to (a request with the
-// up-mask), and an update from a peer is applied to every MRC QP connected
-// to that peer, so both directions stop using a plane whose port died on
-// either side — and EV Probe: a request is answered with a response on the
+// evProber is one host's side of MRC's EV Probe endpoint operation (on
+// QP 2, EndpointQPN): a request is answered with a response on the
 // reflected EV carrying the same request id, and ProbeEV's requests wait
-// for theirs.
-type mrcEndpoint struct {
+// for theirs. (The other endpoint operation, Port Status Update, is the
+// engine's: verbs.PortStatusSpeaker.)
+type evProber struct {
 	e      *endpoint.Engine
 	loop   *sim.Loop
-	reqID  uint16
 	buf    []byte
 	probes map[uint16]*evProbe // outstanding EV probes by request id
 }
@@ -269,37 +227,29 @@ type evProbe struct {
 	done  func(rtt time.Duration, ok bool)
 }
 
-// mrcEndpointOf returns host h's endpoint-operation state, installing its
-// handlers on the engine on first use. Call it while building (Connect,
-// ProbeEV before the run) or on a classic cluster's loop: it is not safe
-// across partitions.
-func (c *Cluster) mrcEndpointOf(h int) *mrcEndpoint {
-	if c.mrcEP == nil {
-		c.mrcEP = make([]*mrcEndpoint, len(c.Hosts))
+// evProberOf returns host h's EV Probe state, installing its handler on
+// the engine on first use. Call it while building (ProbeEV before the run)
+// or on a classic cluster's loop: it is not safe across partitions.
+func (c *Cluster) evProberOf(h int) *evProber {
+	if c.probers == nil {
+		c.probers = make([]*evProber, len(c.Hosts))
 	}
-	if m := c.mrcEP[h]; m != nil {
+	if m := c.probers[h]; m != nil {
 		return m
 	}
 	e := c.Hosts[h].RDMA()
-	m := &mrcEndpoint{e: e, loop: c.Hosts[h].Loop(), buf: make([]byte, mrc.EndpointLen), probes: map[uint16]*evProbe{}}
-	c.mrcEP[h] = m
+	m := &evProber{e: e, loop: c.Hosts[h].Loop(), buf: make([]byte, mrc.EndpointLen), probes: map[uint16]*evProbe{}}
+	c.probers[h] = m
 	e.Endpoint = m.receive
-	e.OnLinkStatus = m.linkStatus
 	return m
 }
 
-func (m *mrcEndpoint) receive(rx *verbs.Rx) {
+func (m *evProber) receive(rx *verbs.Rx) {
 	_, resp, h, err := mrc.DecodeEndpoint(rx.Data)
 	if err != nil {
 		return
 	}
 	switch {
-	case h.Op == mrc.EndpointPortStatus && !resp:
-		for _, t := range m.e.QPs() {
-			if q, ok := t.(*mrc.QP); ok && q.Remote().Host == rx.SrcHost {
-				q.ApplyPortStatus(h.PortStatusMask)
-			}
-		}
 	case h.Op == mrc.EndpointEVProbe && !resp:
 		// Answer on the reflected EV, so the response comes back over
 		// the path the request took.
@@ -319,27 +269,6 @@ func (m *mrcEndpoint) receive(rx *verbs.Rx) {
 	}
 }
 
-func (m *mrcEndpoint) linkStatus(up uint32) {
-	if up == 0 {
-		return // no port left to tell anyone with
-	}
-	plane := bits.TrailingZeros32(up)
-	seen := map[int]bool{}
-	for _, t := range m.e.QPs() {
-		q, ok := t.(*mrc.QP)
-		if !ok || seen[q.Remote().Host] {
-			continue
-		}
-		seen[q.Remote().Host] = true
-		m.reqID++
-		n, err := mrc.EncodePortStatus(m.buf, m.reqID, up)
-		if err != nil {
-			continue
-		}
-		m.e.SendControl(q.Remote().Host, mrc.MakeEV(plane, 0, m.reqID), m.buf[:n])
-	}
-}
-
 // ProbeEV sends an MRC EV Probe endpoint request from host from to host to
 // on entropy value ev (its plane and, under uSID forwarding, its path
 // choice select the path) and calls done on from's loop with the round
@@ -356,16 +285,15 @@ func (c *Cluster) ProbeEV(from, to int, ev uint32, timeout time.Duration, done f
 	case done == nil:
 		return fmt.Errorf("cluster: ProbeEV needs a done callback")
 	}
-	m := c.mrcEndpointOf(from)
-	c.mrcEndpointOf(to)
-	m.reqID++
-	for tries := 0; m.probes[m.reqID] != nil; tries++ { // find a free request id
+	m := c.evProberOf(from)
+	c.evProberOf(to)
+	id := m.e.NextEndpointReqID()                  // shared with the engine's Port Status Updates
+	for tries := 0; m.probes[id] != nil; tries++ { // find a free request id
 		if tries == 1<<16 {
 			return fmt.Errorf("cluster: ProbeEV from host %d: all 65 536 request ids have a probe outstanding", from)
 		}
-		m.reqID++
+		id = m.e.NextEndpointReqID()
 	}
-	id := m.reqID
 	n, err := mrc.EncodeEndpoint(m.buf, mrc.BTH{PKey: mrc.DefaultPKey}, false,
 		mrc.EndpointHeader{Op: mrc.EndpointEVProbe, ReqID: id})
 	if err != nil {

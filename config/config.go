@@ -12,6 +12,17 @@
 // fabric.queue.pfc.watchdog.restoration. Load zeroes such a field when the
 // user did not set it explicitly so that it follows the fields it derives
 // from; Normalize then fills it in.
+//
+// The transports own their sections. transport.kind is any kind config
+// holds a section for or that was registered (RegisterTransportKind; the
+// cluster registers each kind it can build). A section — transport.mrc,
+// transport.roce — is a TransportConfig field whose type is its
+// transport's (mrc.Settings, roce.Settings): the transport declares the
+// fields, their defaults and their rules (Section), and config decodes it
+// and runs its Validate through a verbs.SectionChecker that words the
+// messages and records the rules for Schema (transport.go). A new kind
+// without knobs needs nothing here; one with knobs adds its section's
+// field to TransportConfig, because Load reads the Config type itself.
 package config
 
 import (
@@ -19,6 +30,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vcluster/vcluster/mrc"
+	"github.com/vcluster/vcluster/roce"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -78,19 +91,19 @@ const (
 	// BGP's slowest detection with its default timers shortened to the
 	// 3 s / 9 s data centres use (RFC 7938 §7.1).
 	MaxECMPReconvergence = 10 * time.Second
-	MinMTU               = 1280 // IPv6 minimum link MTU
-	MaxMTU               = 9216 // jumbo frames
-	MaxIFGBytes          = 64   // preamble + IFG overhead
-	MinTrimBytes         = 64   // smallest trimmed packet
-	MaxTrimBytes         = 512  // largest trimmed packet
-	MinFatTreeK          = 4    // smallest fat-tree arity
-	MaxFatTreeK          = 64   // largest fat-tree arity
-	MaxPriority          = 7    // 802.1p priorities are 0..7
-	MinPMTU              = 256  // smallest MRC payload per packet
-	MaxPMTU              = 4096 // largest MRC payload per packet
+	MinMTU               = 1280        // IPv6 minimum link MTU
+	MaxMTU               = 9216        // jumbo frames
+	MaxIFGBytes          = 64          // preamble + IFG overhead
+	MinTrimBytes         = 64          // smallest trimmed packet
+	MaxTrimBytes         = 512         // largest trimmed packet
+	MinFatTreeK          = 4           // smallest fat-tree arity
+	MaxFatTreeK          = 64          // largest fat-tree arity
+	MaxPriority          = 7           // 802.1p priorities are 0..7
+	MinPMTU              = mrc.MinPMTU // smallest MRC payload per packet
+	MaxPMTU              = mrc.MaxPMTU // largest MRC payload per packet
 	// MRCPacketOverhead is what a full MRC data packet adds to its payload
-	// inside the IPv6 MTU: IPv6 40, UDP 8, BTH+METH+TSETH+RETH 36, ICRC 4.
-	MRCPacketOverhead = 88
+	// inside the IPv6 MTU (mrc.PacketOverhead, 88 bytes).
+	MRCPacketOverhead = mrc.PacketOverhead
 	DefaultBuffer     = 1 << 20                // per egress port buffer, 1 MiB
 	defaultDelay      = "1us"                  // host and fabric link delay
 	defaultSpeed      = "100G"                 // host and fabric link speed
@@ -114,7 +127,7 @@ const (
 	MaxBufferBytes = 256 << 20
 	MaxRunDuration = time.Hour        // simulated time of one run
 	MaxWatchdog    = 10 * time.Second // PFC watchdog detection and restoration
-	MaxTimeout     = time.Second      // transport.mrc.rto, transport.roce.timeout
+	MaxTimeout     = time.Second      // transport.mrc.rto, transport.roce.timeout (mrc.MaxRTO, roce.MaxTimeout)
 	// MaxRealtimeSlowdown bounds run.realtimeSlowdown (1 simulated µs per
 	// wall second).
 	MaxRealtimeSlowdown = 1e6
@@ -309,103 +322,30 @@ type TransportConfig struct {
 	QPsPerConnection int `mapstructure:"qpsPerConnection" yaml:"qpsPerConnection" json:"qpsPerConnection"`
 	// Payload is "real" (bytes are carried and placed: integrity checks
 	// work) or "elided" (headers only, lengths accounted: large runs).
-	Payload string              `mapstructure:"payload" yaml:"payload" json:"payload"`
-	MRC     MRCTransportConfig  `mapstructure:"mrc" yaml:"mrc" json:"mrc"`
-	RoCE    RoCETransportConfig `mapstructure:"roce" yaml:"roce" json:"roce"`
+	Payload string `mapstructure:"payload" yaml:"payload" json:"payload"`
+	// The transports' own sections, one per kind that has knobs, keyed by
+	// the kind's name: each type is its transport's and implements Section
+	// (see TransportKinds).
+	MRC  mrc.Settings  `mapstructure:"mrc" yaml:"mrc" json:"mrc"`
+	RoCE roce.Settings `mapstructure:"roce" yaml:"roce" json:"roce"`
 }
 
-// MRCTransportConfig is the MRC knobs a run usually sets; everything else
-// keeps package mrc's defaults (docs/config.md).
-type MRCTransportConfig struct {
-	// EVsPerQP is the entropy values per QP, split across planes: 128..256.
-	EVsPerQP int `mapstructure:"evsPerQP" yaml:"evsPerQP" json:"evsPerQP"`
-	// MPRUnits is the receive window in units of 128 PSNs: 1..64.
-	MPRUnits int `mapstructure:"mprUnits" yaml:"mprUnits" json:"mprUnits"`
-	// MaxWImm bounds WriteImm operations in flight: 1..1024.
-	MaxWImm int `mapstructure:"maxWImm" yaml:"maxWImm" json:"maxWImm"`
-	// PMTU is the payload bytes of a full data packet: 256..4096, and the
-	// packet (IPv6 + UDP + MRC headers + PMTU + ICRC, 88 bytes + PMTU) must
-	// fit fabric.mtu.
-	PMTU int `mapstructure:"pmtu" yaml:"pmtu" json:"pmtu"`
-	// RTO overrides the local ACK timeout; "" derives it from the fabric
-	// (base RTT + a full buffer's drain at every queue of the longest
-	// path, capped at 2 ms: cluster.DefaultRTO).
-	RTO string `mapstructure:"rto" yaml:"rto" json:"rto"`
-	// TLPFactor is the silence, in smoothed RTTs, after which a QP with
-	// data in flight and nothing else to send probes with its last
-	// unacknowledged packet (tail-loss probe): 0 (off) or 0.5..64.
-	TLPFactor float64 `mapstructure:"tlpFactor" yaml:"tlpFactor" json:"tlpFactor"`
-	// NSCC turns the congestion control on (false: window = maxwnd).
-	NSCC bool `mapstructure:"nscc" yaml:"nscc" json:"nscc"`
-	// RetryScope is what the retry limit counts: "connection" (the spec's:
-	// one counter of ACK timeouts per QP, reset when a PSN is newly
-	// acknowledged) or "packet" (each packet's own timeouts).
-	RetryScope string `mapstructure:"retryScope" yaml:"retryScope" json:"retryScope"`
-	// LossDetection is the fast-loss rule: "ooo" (the spec digest's SLEEK on
-	// the responder's out-of-order count) or "per-hole" (vcluster's earlier
-	// rule: a hole is lost once enough later packets were acknowledged).
-	LossDetection string `mapstructure:"lossDetection" yaml:"lossDetection" json:"lossDetection"`
-	// Responder bounds the responder's resources (0 = unbounded).
-	Responder MRCResponderConfig `mapstructure:"responder" yaml:"responder" json:"responder"`
-}
+// The transports' sections, under the names they had when config
+// declared them.
+type (
+	MRCTransportConfig  = mrc.Settings
+	MRCResponderConfig  = mrc.ResponderSettings
+	RoCETransportConfig = roce.Settings
+)
 
-// MRCResponderConfig is package mrc's ResponderConfig: running out of a
-// resource draws the NACK the spec names for it; 0 leaves it unbounded.
-type MRCResponderConfig struct {
-	// BitmapPSNs is the receive bitmap's reach from ePSN (NO_BITMAP
-	// beyond it): 0 or 1..32640.
-	BitmapPSNs int `mapstructure:"bitmapPSNs" yaml:"bitmapPSNs" json:"bitmapPSNs"`
-	// PacketBuffers is the out-of-order packets held until they complete
-	// in order (NO_PKT_BUFFER beyond it): 0 or 1..32640.
-	PacketBuffers int `mapstructure:"packetBuffers" yaml:"packetBuffers" json:"packetBuffers"`
-	// ImmSlots is the WriteImm completions held until in order
-	// (NO_RESOURCE beyond it): 0 or 1..65536.
-	ImmSlots int `mapstructure:"immSlots" yaml:"immSlots" json:"immSlots"`
-	// AlwaysSkipCEStreak turns on the responder's ALWAYS_SKIP judgement: an
-	// EV whose last N arrivals were all CE-marked while most of the QP's
-	// were not: 0 (off) or 1..255.
-	AlwaysSkipCEStreak int `mapstructure:"alwaysSkipCEStreak" yaml:"alwaysSkipCEStreak" json:"alwaysSkipCEStreak"`
-}
-
-// RoCETransportConfig is the RoCEv2 baseline's knobs.
-type RoCETransportConfig struct {
-	// Reliability is "gbn" (go-back-N, as RoCE NICs) or "irn" (selective
-	// repeat with 1-block SACK NACKs).
-	Reliability string `mapstructure:"reliability" yaml:"reliability" json:"reliability"`
-	// CC is a congestion-control preset, named after its source:
-	// dcqcn_hpcc (HPCC ns-3 run.py "dcqcn"), dcqcn_hpcc_paper (run.py
-	// "dcqcn_paper"), dcqcn_sigcomm15 (the DCQCN paper's event model),
-	// dcqcn_hpcc_g4_slow2 and dcqcn_hpcc_g16_slow4 (dcqcn_hpcc with g ×4
-	// / ×16 and recovery 2× / 4× slower), timely_hpcc (run.py "timely",
-	// scaled with the line rate), timely_sigcomm15 (the TIMELY paper's
-	// values) or none. The old names dcqcn_paper, dcqcn_aggressive,
-	// dcqcn_most_aggressive and timely are refused with their successors.
-	CC string `mapstructure:"cc" yaml:"cc" json:"cc"`
-	// Timeout overrides the go-back-N local ACK timeout; "" keeps the
-	// default.
-	Timeout string `mapstructure:"timeout" yaml:"timeout" json:"timeout"`
-	// RetryCount is the retries before the QP errors: 0..7.
-	RetryCount int `mapstructure:"retryCount" yaml:"retryCount" json:"retryCount"`
-	// IRNBDPFactor sets IRN's BDP flow-control cap in bandwidth-delay
-	// products of the fabric (base RTT plus the responder's ACK
-	// coalescing): 1, the IRN paper's, by default; 2 gives the sender room
-	// for the second RTT a hole takes to repair; 0 turns BDP-FC off.
-	IRNBDPFactor float64 `mapstructure:"irnBDPFactor" yaml:"irnBDPFactor" json:"irnBDPFactor"`
-}
-
-// RoCE congestion-control presets (package roce's names, in its order).
-var RoCECCPresets = []string{"dcqcn_hpcc", "dcqcn_hpcc_paper", "dcqcn_sigcomm15", "dcqcn_hpcc_g4_slow2", "dcqcn_hpcc_g16_slow4",
-	"timely_hpcc", "timely_sigcomm15", "none"}
+// RoCE congestion-control presets: package roce's names, in its order
+// (roce.Presets).
+var RoCECCPresets = roce.Presets()
 
 // RoCERenamedCCPresets are the RoCE preset names that were given up, each
 // with what it meant and its successor: refused, so that an old name never
-// silently means another preset (package roce's RenamedPresets).
-var RoCERenamedCCPresets = map[string]string{
-	"dcqcn_paper":           `was the DCQCN paper's event model, now "dcqcn_sigcomm15"; HPCC run.py's "dcqcn_paper" is "dcqcn_hpcc_paper"`,
-	"dcqcn_aggressive":      `is now "dcqcn_hpcc_g4_slow2" (dcqcn_hpcc with g ×4, recovery 2× slower)`,
-	"dcqcn_most_aggressive": `is now "dcqcn_hpcc_g16_slow4" (dcqcn_hpcc with g ×16, recovery 4× slower)`,
-	"timely":                `was the TIMELY paper's values, now "timely_sigcomm15"; HPCC's line-rate-scaled TIMELY is "timely_hpcc"`,
-}
+// silently means another preset (roce.RenamedPresets).
+var RoCERenamedCCPresets = roce.RenamedPresets()
 
 // RunConfig controls the run.
 type RunConfig struct {
@@ -515,13 +455,8 @@ func Default() Config {
 				},
 			},
 		},
-		Host: HostConfig{TCP: false, Netstack: true, NICTxLatency: "0s", NICRxLatency: "0s"},
-		Transport: TransportConfig{
-			Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal,
-			MRC: MRCTransportConfig{EVsPerQP: 128, MPRUnits: 1, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2,
-				RetryScope: "connection", LossDetection: "ooo"},
-			RoCE: RoCETransportConfig{Reliability: "gbn", CC: "dcqcn_hpcc", RetryCount: 7, IRNBDPFactor: 1},
-		},
+		Host:      HostConfig{TCP: false, Netstack: true, NICTxLatency: "0s", NICRxLatency: "0s"},
+		Transport: TransportConfig{Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal},
 		Run: RunConfig{
 			Pacing:           PacingSimulated,
 			Duration:         "10ms",
@@ -530,6 +465,7 @@ func Default() Config {
 		Output: OutputConfig{Dir: "out", Pcap: []string{}, PcapFormat: PcapFormatNG,
 			PcapMaxPackets: DefaultPcapMaxPackets, PcapSnaplen: DefaultPcapSnaplen},
 	}
+	c.Transport.setSectionDefaults()
 	c.Normalize()
 	return c
 }

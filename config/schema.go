@@ -53,11 +53,6 @@ var inlineRules = map[string]string{
 	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link (its propagation delay + fabric.switchLatency)", MaxBufferBytes),
 	"fabric.queue.pfc.watchdog.restoration": `or "": 2 × detection`,
 	"host.tcp":                              "true needs host.netstack",
-	"transport.mrc.pmtu":                    fmt.Sprintf("with kind mrc, pmtu + %d (IPv6, UDP, MRC headers, ICRC) ≤ fabric.mtu", MRCPacketOverhead),
-	"transport.mrc.rto":                     `or "": derived from the fabric (cluster.DefaultRTO)`,
-	"transport.mrc.tlpFactor":               "0 turns the probe off",
-	"transport.roce.timeout":                `or "": package roce's default`,
-	"transport.roce.irnBDPFactor":           "0 turns IRN's BDP-FC off; 1 is the IRN paper's cap",
 	"output.dir":                            "not empty",
 	"output.pcap":                           "each a port of this fabric (h<host>/p<plane> or a switch port, see CheckCapturePorts), no duplicates",
 	"output.pcapSnaplen":                    fmt.Sprintf("0 (whole frames) or %d..%d", MinPcapSnaplen, MaxPcapSnaplen),
@@ -72,12 +67,8 @@ var freeForm = map[string]string{
 // units names the unit of fields whose name or format does not say it
 // (*Bytes fields are bytes, speeds bit/s, durations a time).
 var units = map[string]string{
-	"fabric.mtu":                  "bytes",
-	"transport.mrc.pmtu":          "bytes",
-	"transport.mrc.mprUnits":      "128 PSNs",
-	"transport.mrc.tlpFactor":     "smoothed RTTs",
-	"transport.roce.irnBDPFactor": "BDPs",
-	"run.realtimeSlowdown":        "wall s per simulated s",
+	"fabric.mtu":           "bytes",
+	"run.realtimeSlowdown": "wall s per simulated s",
 }
 
 // checkedWhen is when Validate checks a section's fields, or one field
@@ -100,8 +91,6 @@ func schemaProbe() Config {
 	c := Default()
 	q := &c.Fabric.Queue
 	q.ECN.Enabled, q.Trim.Enabled, q.PFC.Enabled, q.PFC.Watchdog.Enabled = true, true, true, true
-	c.Transport.MRC.RTO = "1ms"
-	c.Transport.RoCE.Timeout = "1ms"
 	c.Fabric.ECMPReconvergence = "50ms"
 	return c
 }
@@ -131,8 +120,8 @@ func Schema() []Field {
 			f := Field{Path: path, GoType: sf.Type.String(), Default: yamlValue(v.Field(i)), FreeForm: freeForm[path]}
 			r := rules[path]
 			f.YAMLType = yamlType(sf.Type, r.kind)
-			f.Unit = unitOf(path, r.kind)
-			f.Rule = joinRule(r.text, floatRanges[path], inlineRules[path])
+			f.Unit = unitOf(path, r)
+			f.Rule = joinRule(r.text, floatRange(path), inlineRules[path], r.note)
 			if f.Rule == "" && sf.Type.Kind() == reflect.Bool {
 				f.Rule = "true or false"
 			}
@@ -172,8 +161,11 @@ func yamlType(t reflect.Type, kind string) string {
 	return t.Kind().String()
 }
 
-func unitOf(path, kind string) string {
+func unitOf(path string, r fieldRule) string {
+	kind := r.kind
 	switch {
+	case r.unit != "":
+		return r.unit
 	case units[path] != "":
 		return units[path]
 	case kind == "speed":

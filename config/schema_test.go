@@ -29,16 +29,61 @@ func beginMarker(name string) string {
 
 const endMarker = "<!-- end -->"
 
-// goDocs parses the package's Go files and returns the doc comment of
-// every struct type ("FabricConfig") and of every struct field
-// ("FabricConfig.Planes"), joined into one line.
-func goDocs(t *testing.T) map[string]string {
+// goDocs parses the package's Go files, and those of the transports whose
+// sections Config holds (their types live in their own packages: see
+// transport.go), and returns the doc comment of every struct type
+// ("FabricConfig", "mrc.Settings") and of every struct field
+// ("FabricConfig.Planes", "mrc.Settings.PMTU"), joined into one line; and
+// the names config gives foreign types by alias ("mrc.Settings" →
+// "MRCTransportConfig"), which the reference calls them by.
+func goDocs(t *testing.T) (docs, aliases map[string]string) {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
+	docs, aliases = map[string]string{}, map[string]string{}
+	parseDir(t, ".", "", docs, aliases)
+	for _, dir := range sectionDirs() {
+		parseDir(t, filepath.Join("..", dir), filepath.Base(dir)+".", docs, nil)
+	}
+	return docs, aliases
+}
+
+// sectionDirs are the module directories of the foreign struct types
+// reachable from Config.
+func sectionDirs() []string {
+	const module = "github.com/vcluster/vcluster/"
+	seen := map[string]bool{}
+	var dirs []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			ft := t.Field(i).Type
+			if ft.Kind() != reflect.Struct {
+				continue
+			}
+			if d, ok := strings.CutPrefix(ft.PkgPath(), module); ok && d != "config" && !seen[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
+			walk(ft)
+		}
+	}
+	walk(configType)
+	return dirs
+}
+
+// docKey is t's key in goDocs: its name, qualified when it is not config's.
+func docKey(t reflect.Type) string {
+	if t.PkgPath() == configType.PkgPath() {
+		return t.Name()
+	}
+	return filepath.Base(t.PkgPath()) + "." + t.Name()
+}
+
+func parseDir(t *testing.T, dir, qual string, docs, aliases map[string]string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs := map[string]string{}
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -55,6 +100,12 @@ func goDocs(t *testing.T) map[string]string {
 			}
 			for _, spec := range gd.Specs {
 				ts := spec.(*ast.TypeSpec)
+				if sel, ok := ts.Type.(*ast.SelectorExpr); ok && ts.Assign.IsValid() && aliases != nil {
+					if pkg, ok := sel.X.(*ast.Ident); ok {
+						aliases[pkg.Name+"."+sel.Sel.Name] = ts.Name.Name
+					}
+					continue
+				}
 				st, ok := ts.Type.(*ast.StructType)
 				if !ok {
 					continue
@@ -63,16 +114,15 @@ func goDocs(t *testing.T) map[string]string {
 				if doc == nil && len(gd.Specs) == 1 {
 					doc = gd.Doc
 				}
-				docs[ts.Name.Name] = oneLine(doc.Text())
+				docs[qual+ts.Name.Name] = oneLine(doc.Text())
 				for _, fl := range st.Fields.List {
 					for _, n := range fl.Names {
-						docs[ts.Name.Name+"."+n.Name] = oneLine(fl.Doc.Text())
+						docs[qual+ts.Name.Name+"."+n.Name] = oneLine(fl.Doc.Text())
 					}
 				}
 			}
 		}
 	}
-	return docs
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -133,7 +183,7 @@ func sectionType(path string) reflect.Type {
 
 // renderFields is the field reference of docs/config.md: one table per
 // section, with the section's doc comment and when it is checked.
-func renderFields(fields []Field, docs map[string]string) string {
+func renderFields(fields []Field, docs, aliases map[string]string) string {
 	var b strings.Builder
 	for i, s := range sections(fields) {
 		if i > 0 {
@@ -149,8 +199,13 @@ func renderFields(fields []Field, docs map[string]string) string {
 		default:
 			fmt.Fprintf(&b, "#### `%s`\n\n", s.path)
 		}
-		if d := docs[s.typ.Name()]; d != "" {
-			fmt.Fprintf(&b, "%s\n", strings.Replace(d, s.typ.Name(), "`"+s.typ.Name()+"`", 1))
+		key := docKey(s.typ)
+		if d := docs[key]; d != "" {
+			name := key
+			if a := aliases[key]; a != "" {
+				name = a
+			}
+			fmt.Fprintf(&b, "%s\n", strings.Replace(d, s.typ.Name(), "`"+name+"`", 1))
 		}
 		when := checkedWhen[s.path]
 		if when != "" {
@@ -167,7 +222,7 @@ func renderFields(fields []Field, docs map[string]string) string {
 			}
 			goName := goFieldName(s.typ, f.Path[strings.LastIndex(f.Path, ".")+1:])
 			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s | %s |\n", f.Path, f.YAMLType, f.Default, f.Unit,
-				cell(rule), meaning(docs[s.typ.Name()+"."+goName], goName))
+				cell(rule), meaning(docs[key+"."+goName], goName))
 		}
 	}
 	return b.String()
@@ -213,8 +268,9 @@ func TestConfigDocIsCurrent(t *testing.T) {
 	}
 	doc := string(raw)
 	want := doc
+	docs, aliases := goDocs(t)
 	for _, blk := range []struct{ name, body string }{
-		{"fields", renderFields(Schema(), goDocs(t))},
+		{"fields", renderFields(Schema(), docs, aliases)},
 		{"defaults", renderDefaults(t)},
 	} {
 		if want, err = replaceBlock(want, blk.name, blk.body); err != nil {
@@ -316,6 +372,9 @@ func TestSchemaRulesEnforced(t *testing.T) {
 	// ecmp: at uSID forwarding 1024 hosts per T0 are one too many (inlineRules).
 	on := []string{"fabric.forwarding=ecmp", "fabric.queue.pfc.enabled=true", "transport.mrc.rto=1ms", "transport.roce.timeout=1ms"}
 	for path, r := range rules {
+		if r.text == "" {
+			continue // a section's float range, note or unit only (TestNonFiniteFloatsRejected checks ranges)
+		}
 		var bad, good []string
 		switch {
 		case r.kind == "speed":

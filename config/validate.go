@@ -45,15 +45,14 @@ func formatValue(v any) string {
 	}
 }
 
-// floatRanges is the allowed range of every float field, as the error
-// message states it. Every float field must have an entry (a test walks
-// Config to check): NaN and ±Inf are refused for each, on input and by
-// Validate.
+// floatRanges is the allowed range of every float field outside the
+// transports' sections (which state theirs: verbs.SectionChecker.Float),
+// as the error message states it. Every float field must have a range (a
+// test walks Config to check: floatRange): NaN and ±Inf are refused for
+// each, on input and by Validate.
 var floatRanges = map[string]string{
-	"fabric.queue.ecn.pmax":       "(0, 1] with preset custom",
-	"run.realtimeSlowdown":        "[1, 1e+06]",
-	"transport.mrc.tlpFactor":     "{0} ∪ [0.5, 64]",
-	"transport.roce.irnBDPFactor": "{0} ∪ [0.25, 16]",
+	"fabric.queue.ecn.pmax": "(0, 1] with preset custom",
+	"run.realtimeSlowdown":  "[1, 1e+06]",
 }
 
 type validator struct {
@@ -65,12 +64,21 @@ type validator struct {
 }
 
 // fieldRule is one recorded rule: its kind (the value's format: "speed",
-// "duration"; "" for a plain range or choice) and its text.
-type fieldRule struct{ kind, text string }
+// "duration"; "" for a plain range or choice) and its text, and what a
+// transport's section states besides (verbs.SectionChecker): a float
+// range, a note, a unit.
+type fieldRule struct{ kind, text, float, note, unit string }
 
 func (v *validator) rule(path, kind, text string) {
+	v.describe(path, func(r *fieldRule) { r.kind, r.text = kind, text })
+}
+
+// describe updates path's recorded rule with set (when recording).
+func (v *validator) describe(path string, set func(*fieldRule)) {
 	if v.rules != nil {
-		v.rules[path] = fieldRule{kind, text}
+		r := v.rules[path]
+		set(&r)
+		v.rules[path] = r
 	}
 }
 
@@ -97,7 +105,7 @@ func (v *validator) intRangeOrZero(path string, x, lo, hi int) bool {
 	return true
 }
 
-func (v *validator) oneOf(path, x string, allowed ...string) {
+func (v *validator) oneOf(path, x string, allowed ...string) bool {
 	q := make([]string, len(allowed))
 	for i, a := range allowed {
 		q[i] = strconv.Quote(a)
@@ -105,7 +113,9 @@ func (v *validator) oneOf(path, x string, allowed ...string) {
 	v.rule(path, "", "one of "+strings.Join(q, ", "))
 	if !slices.Contains(allowed, x) {
 		v.add(path, "must be one of "+strings.Join(q, ", "), x)
+		return false
 	}
+	return true
 }
 
 func (v *validator) speed(path, s string) {
@@ -176,7 +186,7 @@ func (v *validator) boundedDuration(path, s string, hi time.Duration, example st
 
 // positiveDuration checks a required duration in (0, hi] and returns it.
 func (v *validator) positiveDuration(path, s string, hi time.Duration) (time.Duration, bool) {
-	v.rule(path, "duration", "> 0 and ≤ "+shortDuration(hi))
+	v.rule(path, "duration", positiveDurationRule(hi))
 	d, ok := v.duration(path, s, "10ms")
 	switch {
 	case !ok:
@@ -187,6 +197,8 @@ func (v *validator) positiveDuration(path, s string, hi time.Duration) (time.Dur
 	}
 	return d, true
 }
+
+func positiveDurationRule(hi time.Duration) string { return "> 0 and ≤ " + shortDuration(hi) }
 
 // shortDuration renders whole hours and minutes without the zero parts
 // time.Duration.String adds ("1h", not "1h0m0s").
@@ -235,49 +247,17 @@ func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 func nonFinite(path string, value any) *FieldError {
 	base, _, _ := strings.Cut(path, "[")
 	reason := "must be a finite number"
-	if r, ok := floatRanges[base]; ok {
+	if r := floatRange(base); r != "" {
 		reason += " in " + r
 	}
 	return &FieldError{Path: path, Reason: reason + " (NaN and ±Inf are not numbers here)", Value: value}
 }
 
 func (t *TransportConfig) validate(v *validator) {
-	v.oneOf("transport.kind", t.Kind, TransportMRC, TransportRoCE)
+	v.oneOf("transport.kind", t.Kind, TransportKinds()...)
 	v.intRange("transport.qpsPerConnection", t.QPsPerConnection, 1, 64)
 	v.oneOf("transport.payload", t.Payload, PayloadReal, PayloadElided)
-	v.intRange("transport.mrc.evsPerQP", t.MRC.EVsPerQP, 128, 256)
-	v.intRange("transport.mrc.mprUnits", t.MRC.MPRUnits, 1, 64)
-	v.intRange("transport.mrc.maxWImm", t.MRC.MaxWImm, 1, 1024)
-	v.intRange("transport.mrc.pmtu", t.MRC.PMTU, MinPMTU, MaxPMTU)
-	if t.MRC.RTO != "" {
-		v.positiveDuration("transport.mrc.rto", t.MRC.RTO, MaxTimeout)
-	}
-	if f := t.MRC.TLPFactor; isFinite(f) && f != 0 && !(f >= 0.5 && f <= 64) { // NaN/Inf: finiteFloats
-		v.add("transport.mrc.tlpFactor", "must be 0 (off) or in [0.5, 64]", f)
-	}
-	v.oneOf("transport.mrc.retryScope", t.MRC.RetryScope, "connection", "packet")
-	v.oneOf("transport.mrc.lossDetection", t.MRC.LossDetection, "ooo", "per-hole")
-	{
-		r := t.MRC.Responder
-		v.intRangeOrZero("transport.mrc.responder.bitmapPSNs", r.BitmapPSNs, 1, 32640)
-		v.intRangeOrZero("transport.mrc.responder.packetBuffers", r.PacketBuffers, 1, 32640)
-		v.intRangeOrZero("transport.mrc.responder.immSlots", r.ImmSlots, 1, 65536)
-		v.intRangeOrZero("transport.mrc.responder.alwaysSkipCEStreak", r.AlwaysSkipCEStreak, 1, 255)
-	}
-	v.oneOf("transport.roce.reliability", t.RoCE.Reliability, "gbn", "irn")
-	cc := t.RoCE.CC
-	if why, renamed := RoCERenamedCCPresets[cc]; renamed {
-		v.add("transport.roce.cc", fmt.Sprintf("%q is no longer a preset name: it %s; must be one of %s", cc, why, quoteAll(RoCECCPresets)), cc)
-		cc = RoCECCPresets[0] // reported; the rule is still recorded below
-	}
-	v.oneOf("transport.roce.cc", cc, RoCECCPresets...)
-	if t.RoCE.Timeout != "" {
-		v.positiveDuration("transport.roce.timeout", t.RoCE.Timeout, MaxTimeout)
-	}
-	v.intRange("transport.roce.retryCount", t.RoCE.RetryCount, 0, 7)
-	if f := t.RoCE.IRNBDPFactor; isFinite(f) && f != 0 && !(f >= 0.25 && f <= 16) { // NaN/Inf: finiteFloats
-		v.add("transport.roce.irnBDPFactor", "must be 0 (BDP-FC off) or in [0.25, 16]", f)
-	}
+	t.validateSections(v)
 }
 
 // Validate checks every field and returns all problems at once, joined with
@@ -301,10 +281,7 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 	}
 	c.Transport.validate(&v)
 	c.Run.validate(&v)
-	if c.Transport.Kind == TransportMRC && c.Fabric.MTU >= MinMTU && c.Transport.MRC.PMTU+MRCPacketOverhead > c.Fabric.MTU {
-		v.add("transport.mrc.pmtu", fmt.Sprintf("must be ≤ fabric.mtu − %d (%d): a full MRC packet must fit the MTU",
-			MRCPacketOverhead, c.Fabric.MTU-MRCPacketOverhead), c.Transport.MRC.PMTU)
-	}
+	c.validateSelected(&v)
 	v.boundedDuration("host.nicTxLatency", c.Host.NICTxLatency, MaxNICLatency, "1us")
 	v.boundedDuration("host.nicRxLatency", c.Host.NICRxLatency, MaxNICLatency, "1us")
 	if c.Host.TCP && !c.Host.Netstack {

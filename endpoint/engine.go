@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/internal/ring"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -40,12 +41,18 @@ type Engine struct {
 	free      uint32
 	freeValid bool
 
-	// Endpoint, if set, receives packets addressed to the reserved QP
-	// EndpointQPN (MRC's endpoint operations, e.g. Port Status Update).
+	// Endpoint, if set, receives the packets addressed to the reserved QP
+	// EndpointQPN that are not a port status update for this engine's
+	// QPs (MRC's other endpoint operations: EV Probes).
 	Endpoint func(rx *verbs.Rx)
 	// OnLinkStatus, if set, hears which NIC ports' links are up after a
-	// change (after the transports were told).
+	// change (after the transports were told and the peers sent updates).
 	OnLinkStatus func(upMask uint32)
+	// speakers counts the QPs that speak the port status exchange
+	// (verbs.PortStatusSpeaker): with any, EndpointQPN is open.
+	speakers int
+	// endpointReq numbers endpoint requests (NextEndpointReqID).
+	endpointReq uint16
 
 	// denied is the engine's path denylist: what DenyPath was told, so
 	// that QPs connected later are denied the same paths.
@@ -68,8 +75,8 @@ type Engine struct {
 	TxLatency, RxLatency time.Duration
 	Counters             EngineCounters
 
-	posts fifo[pendingPost]       // posted, not yet handed to the transport (TxLatency)
-	cqes  fifo[pendingCompletion] // produced, not yet on their CQ (RxLatency)
+	posts ring.Ring[pendingPost]       // posted, not yet handed to the transport (TxLatency)
+	cqes  ring.Ring[pendingCompletion] // produced, not yet on their CQ (RxLatency)
 }
 
 // Engine event arguments besides a QP's timer (whose argument is its QPN,
@@ -88,33 +95,6 @@ type pendingCompletion struct {
 	cq *CQ
 	c  verbs.Completion
 }
-
-// fifo is a queue that reuses its storage: no allocation in steady state.
-type fifo[T any] struct {
-	q    []T
-	head int
-}
-
-func (f *fifo[T]) push(x T) {
-	if f.head > 0 && f.head == len(f.q) {
-		f.q, f.head = f.q[:0], 0
-	} else if f.head > 64 && 2*f.head >= len(f.q) {
-		n := copy(f.q, f.q[f.head:])
-		clear(f.q[n:])
-		f.q, f.head = f.q[:n], 0
-	}
-	f.q = append(f.q, x)
-}
-
-func (f *fifo[T]) pop() T {
-	x := f.q[f.head]
-	var zero T
-	f.q[f.head] = zero
-	f.head++
-	return x
-}
-
-func (f *fifo[T]) len() int { return len(f.q) - f.head }
 
 // EngineCounters count the engine's traffic.
 type EngineCounters struct {
@@ -206,6 +186,17 @@ func (e *Engine) AddQP(t verbs.Transport, cq *CQ) {
 		panic("endpoint: AddQP with a QPN not from AllocQPN")
 	}
 	e.qps = append(e.qps, &qpSlot{t: t, cq: cq})
+	if _, ok := t.(verbs.PortStatusSpeaker); ok {
+		e.speakers++
+	}
+}
+
+// NextEndpointReqID numbers the host's next endpoint request (its Port
+// Status Updates and any other endpoint operation sent through
+// SendControl, e.g. an EV Probe): one sequence per host, wrapping at 2^16.
+func (e *Engine) NextEndpointReqID() uint16 {
+	e.endpointReq++
+	return e.endpointReq
 }
 
 // QP returns the transport of qpn, or nil.
@@ -264,7 +255,7 @@ func (e *Engine) Post(qpn uint32, wr verbs.WorkRequest) error {
 		if err := e.checkPost(s, wr); err != nil {
 			return err
 		}
-		e.posts.push(pendingPost{s, wr})
+		e.posts.Push(pendingPost{s, wr})
 		e.loop.Post(e.loop.Now()+sim.Time(e.TxLatency), e, evPost)
 		return nil
 	}
@@ -285,7 +276,7 @@ func (e *Engine) checkPost(s *qpSlot, wr verbs.WorkRequest) error {
 
 // postDue hands the oldest pending post to its transport (TxLatency).
 func (e *Engine) postDue() {
-	p := e.posts.pop()
+	p := e.posts.Pop()
 	s := p.s
 	if err := s.t.Post(int64(e.loop.Now()), p.wr); err != nil {
 		// Checked at Post: the QP failed since.
@@ -378,8 +369,60 @@ func (e *Engine) planeStatus(up uint32) {
 		}
 		e.activate(s)
 	}
+	e.tellPeers(up)
 	if e.OnLinkStatus != nil {
 		e.OnLinkStatus(up)
+	}
+}
+
+// tellPeers sends a port status update saying which of the NIC's ports
+// are up to every peer host a port-status-speaking QP talks to (each once,
+// in QP order), so that the peer's QPs stop sending on a plane whose port
+// died here. With no port left up there is nothing to tell anyone with.
+func (e *Engine) tellPeers(up uint32) {
+	if up == 0 || e.speakers == 0 {
+		return
+	}
+	seen := map[int]bool{}
+	for _, s := range e.qps {
+		sp, ok := s.t.(verbs.PortStatusSpeaker)
+		if !ok || seen[sp.Remote().Host] {
+			continue
+		}
+		peer := sp.Remote().Host
+		seen[peer] = true
+		// The update is written where transmit reads a packet from: the
+		// transport packet in it, if any, was already sent.
+		n, ev, err := sp.EncodePortStatus(e.scratch, e.NextEndpointReqID(), up)
+		if err != nil {
+			continue
+		}
+		e.transmit(&verbs.Tx{Len: n, WireLen: n, DstHost: peer, EV: ev, DSCP: verbs.DSCPControl})
+	}
+}
+
+// endpointReceive handles a packet to EndpointQPN: a port status update
+// goes to every speaking QP connected to its sender, anything else to
+// Endpoint.
+func (e *Engine) endpointReceive(rx *verbs.Rx) {
+	var up uint32
+	decoded, update := false, false
+	for _, s := range e.qps {
+		sp, ok := s.t.(verbs.PortStatusSpeaker)
+		if !ok || sp.Remote().Host != rx.SrcHost {
+			continue
+		}
+		if !decoded {
+			up, update = sp.PortStatus(rx.Data)
+			decoded = true
+		}
+		if !update {
+			break
+		}
+		sp.ApplyPortStatus(up)
+	}
+	if !update && e.Endpoint != nil {
+		e.Endpoint(rx)
 	}
 }
 
@@ -483,7 +526,7 @@ func (e *Engine) OnEvent(arg uint64) {
 		e.postDue()
 		return
 	case evCompletion:
-		c := e.cqes.pop()
+		c := e.cqes.Pop()
 		c.cq.push(c.c)
 		return
 	}
@@ -512,7 +555,7 @@ func (e *Engine) deliver(cq *CQ, c verbs.Completion) {
 		cq.push(c)
 		return
 	}
-	e.cqes.push(pendingCompletion{cq, c})
+	e.cqes.Push(pendingCompletion{cq, c})
 	e.loop.Post(e.loop.Now()+sim.Time(e.RxLatency), e, evCompletion)
 }
 
@@ -546,7 +589,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	}
 	qpn, _ := verbs.DestQP(d[udp+udpLen:])
 	s := e.slot(qpn)
-	if s == nil && !(qpn == EndpointQPN && e.Endpoint != nil) {
+	if s == nil && !(qpn == EndpointQPN && (e.Endpoint != nil || e.speakers > 0)) {
 		e.Counters.RxNoQP++
 		p.Release()
 		return
@@ -568,7 +611,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	if s == nil {
 		// Endpoint operations may change any QP's state: let all of them
 		// look again.
-		e.Endpoint(&e.rx)
+		e.endpointReceive(&e.rx)
 		e.rx.Data = nil
 		p.Release()
 		for _, s := range e.qps {

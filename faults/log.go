@@ -10,7 +10,6 @@ import (
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/fabric"
-	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -101,7 +100,7 @@ type Recorder struct {
 	qpErrAt   map[verbs.Transport]sim.Time
 	retx      uint64
 	evOut     int
-	evBuf     []mrc.EVChange
+	evBuf     []verbs.PathChange
 	lastInj   sim.Time
 	sampling  bool
 	stopped   bool
@@ -406,9 +405,8 @@ func (r *Recorder) sample() {
 	if r.ticks%8 == 0 || now-r.lastInj >= sim.Time(r.FineWindow) {
 		out := 0
 		for _, q := range r.qps {
-			if m, ok := q.(*mrc.QP); ok {
-				s := m.MRCStats()
-				out += s.EVAssumedBad + s.EVDenied
+			if h, ok := q.(verbs.PathHealth); ok {
+				out += h.PathsOutOfUse()
 			}
 		}
 		if out != r.evOut {
@@ -418,19 +416,19 @@ func (r *Recorder) sample() {
 	}
 }
 
-// logEVChanges logs the EV state changes the MRC QPs report to their
-// controller (mrc.QP.PollEVChanges: into or out of ASSUMED_BAD or DENIED),
-// each with its cause and the virtual time it happened.
+// logEVChanges logs the path (EV) state changes the multipath QPs report
+// (verbs.PathHealth; MRC: into or out of ASSUMED_BAD or DENIED), each with
+// its cause and the virtual time it happened.
 func (r *Recorder) logEVChanges() {
 	for _, q := range r.qps {
-		m, ok := q.(*mrc.QP)
+		h, ok := q.(verbs.PathHealth)
 		if !ok {
 			continue
 		}
-		r.evBuf = m.PollEVChanges(r.evBuf[:0])
+		r.evBuf = h.PollPathChanges(r.evBuf[:0])
 		for _, c := range r.evBuf {
-			r.Log(Entry{Event: "ev_state", Kind: c.Cause.String(), Value: float64(c.At),
-				Detail: fmt.Sprintf("qpn %#x ev %#08x plane %d: %v → %v at %v", m.QPN(), c.EV, c.Plane, c.From, c.To, time.Duration(c.At))})
+			r.Log(Entry{Event: "ev_state", Kind: c.Cause, Value: float64(c.At),
+				Detail: fmt.Sprintf("qpn %#x ev %#08x plane %d: %v → %v at %v", h.QPN(), c.EV, c.Plane, c.From, c.To, time.Duration(c.At))})
 		}
 	}
 }

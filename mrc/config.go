@@ -3,6 +3,9 @@ package mrc
 import (
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/vcluster/vcluster/verbs"
 )
 
 // Config is one MRC QP's configuration. DefaultConfig documents every
@@ -257,7 +260,7 @@ func (c *Config) Validate() error {
 		return bad("ProbeInterval", "must be > 0")
 	case c.EVLossThreshold < 1 || c.EVLossThreshold > 255:
 		return bad("EVLossThreshold", "must be 1..255")
-	case c.PMTU < 256 || c.PMTU > 4096:
+	case c.PMTU < MinPMTU || c.PMTU > MaxPMTU:
 		return bad("PMTU", "must be 256..4096")
 	case c.MPR < 1 || c.MPR > 255:
 		return bad("MPR", "must be 1..255 (units of 128 PSNs)")
@@ -343,4 +346,98 @@ func (c *Config) rto() int64 {
 		return c.RTO
 	}
 	return 1024 << uint(c.Timeout)
+}
+
+// Bounds of the run configuration's MRC section (Settings).
+const (
+	MinPMTU = 256  // smallest payload of a full data packet
+	MaxPMTU = 4096 // largest
+	// PacketOverhead is what a full MRC data packet adds to its payload
+	// inside the IPv6 MTU: IPv6 40, UDP 8, BTH+METH+TSETH+RETH 36, ICRC 4.
+	PacketOverhead = 40 + 8 + BTHLen + METHLen + TSETHLen + RETHLen + ICRCLen
+	// MaxRTO bounds transport.mrc.rto.
+	MaxRTO = time.Second
+)
+
+// The run configuration's section transport.mrc is Settings: package
+// config holds it in TransportConfig and decodes it with its tags, this
+// package owns its fields, defaults (SetDefaults) and rules (Validate), and
+// the cluster turns it into a Config (cluster.MRCConfig).
+
+// Settings is the MRC knobs a run usually sets; everything else keeps
+// package mrc's defaults (docs/config.md).
+type Settings struct {
+	// EVsPerQP is the entropy values per QP, split across planes: 128..256.
+	EVsPerQP int `mapstructure:"evsPerQP" yaml:"evsPerQP" json:"evsPerQP"`
+	// MPRUnits is the receive window in units of 128 PSNs: 1..64.
+	MPRUnits int `mapstructure:"mprUnits" yaml:"mprUnits" json:"mprUnits"`
+	// MaxWImm bounds WriteImm operations in flight: 1..1024.
+	MaxWImm int `mapstructure:"maxWImm" yaml:"maxWImm" json:"maxWImm"`
+	// PMTU is the payload bytes of a full data packet: 256..4096, and the
+	// packet (IPv6 + UDP + MRC headers + PMTU + ICRC, 88 bytes + PMTU) must
+	// fit fabric.mtu.
+	PMTU int `mapstructure:"pmtu" yaml:"pmtu" json:"pmtu"`
+	// RTO overrides the local ACK timeout; "" derives it from the fabric
+	// (base RTT + a full buffer's drain at every queue of the longest
+	// path, capped at 2 ms: cluster.DefaultRTO).
+	RTO string `mapstructure:"rto" yaml:"rto" json:"rto"`
+	// TLPFactor is the silence, in smoothed RTTs, after which a QP with
+	// data in flight and nothing else to send probes with its last
+	// unacknowledged packet (tail-loss probe): 0 (off) or 0.5..64.
+	TLPFactor float64 `mapstructure:"tlpFactor" yaml:"tlpFactor" json:"tlpFactor"`
+	// NSCC turns the congestion control on (false: window = maxwnd).
+	NSCC bool `mapstructure:"nscc" yaml:"nscc" json:"nscc"`
+	// RetryScope is what the retry limit counts: "connection" (the spec's:
+	// one counter of ACK timeouts per QP, reset when a PSN is newly
+	// acknowledged) or "packet" (each packet's own timeouts).
+	RetryScope string `mapstructure:"retryScope" yaml:"retryScope" json:"retryScope"`
+	// LossDetection is the fast-loss rule: "ooo" (the spec digest's SLEEK on
+	// the responder's out-of-order count) or "per-hole" (vcluster's earlier
+	// rule: a hole is lost once enough later packets were acknowledged).
+	LossDetection string `mapstructure:"lossDetection" yaml:"lossDetection" json:"lossDetection"`
+	// Responder bounds the responder's resources (0 = unbounded).
+	Responder ResponderSettings `mapstructure:"responder" yaml:"responder" json:"responder"`
+}
+
+// SetDefaults sets the documented defaults: 128 EVs, one MPR unit, 16
+// WriteImms, PMTU 4096, NSCC on, tail-loss probe after 2 smoothed RTTs,
+// retries per connection, SLEEK fast loss, the responder unbounded.
+func (s *Settings) SetDefaults() {
+	*s = Settings{EVsPerQP: 128, MPRUnits: 1, MaxWImm: 16, PMTU: 4096, NSCC: true, TLPFactor: 2,
+		RetryScope: string(RetryConnection), LossDetection: string(LossOOO)}
+}
+
+// Validate checks every field, reporting to check (paths relative to the
+// section).
+func (s *Settings) Validate(check verbs.SectionChecker) {
+	check.IntRange("evsPerQP", s.EVsPerQP, 128, 256)
+	check.IntRange("mprUnits", s.MPRUnits, 1, 64)
+	check.Unit("mprUnits", "128 PSNs")
+	check.IntRange("maxWImm", s.MaxWImm, 1, 1024)
+	check.IntRange("pmtu", s.PMTU, MinPMTU, MaxPMTU)
+	check.Note("pmtu", fmt.Sprintf("with kind mrc, pmtu + %d (IPv6, UDP, MRC headers, ICRC) ≤ fabric.mtu", PacketOverhead))
+	check.Unit("pmtu", "bytes")
+	check.OptionalDuration("rto", s.RTO, MaxRTO)
+	check.Note("rto", `or "": derived from the fabric (cluster.DefaultRTO)`)
+	f := s.TLPFactor
+	check.Float("tlpFactor", f, "{0} ∪ [0.5, 64]", f == 0 || f >= 0.5 && f <= 64, "must be 0 (off) or in [0.5, 64]")
+	check.Note("tlpFactor", "0 turns the probe off")
+	check.Unit("tlpFactor", "smoothed RTTs")
+	check.OneOf("retryScope", s.RetryScope, string(RetryConnection), string(RetryPacket))
+	check.OneOf("lossDetection", s.LossDetection, string(LossOOO), string(LossPerHole))
+	r := s.Responder
+	check.IntRangeOrZero("responder.bitmapPSNs", r.BitmapPSNs, 1, 32640)
+	check.IntRangeOrZero("responder.packetBuffers", r.PacketBuffers, 1, 32640)
+	check.IntRangeOrZero("responder.immSlots", r.ImmSlots, 1, 65536)
+	check.IntRangeOrZero("responder.alwaysSkipCEStreak", r.AlwaysSkipCEStreak, 1, 255)
+}
+
+// ValidateSelected checks what MRC needs of the rest of the run while it
+// is the selected transport: a full data packet fits fabric.mtu (mtu, a
+// valid MTU).
+func (s *Settings) ValidateSelected(check verbs.SectionChecker, mtu int) {
+	if s.PMTU+PacketOverhead > mtu {
+		check.Invalid("pmtu", fmt.Sprintf("must be ≤ fabric.mtu − %d (%d): a full MRC packet must fit the MTU",
+			PacketOverhead, mtu-PacketOverhead), s.PMTU)
+	}
 }

@@ -59,3 +59,26 @@ func (r *ResponderConfig) validate() error {
 	}
 	return nil
 }
+
+// ResponderSettings is package mrc's ResponderConfig: running out of a
+// resource draws the NACK the spec names for it; 0 leaves it unbounded.
+type ResponderSettings struct {
+	// BitmapPSNs is the receive bitmap's reach from ePSN (NO_BITMAP
+	// beyond it): 0 or 1..32640.
+	BitmapPSNs int `mapstructure:"bitmapPSNs" yaml:"bitmapPSNs" json:"bitmapPSNs"`
+	// PacketBuffers is the out-of-order packets held until they complete
+	// in order (NO_PKT_BUFFER beyond it): 0 or 1..32640.
+	PacketBuffers int `mapstructure:"packetBuffers" yaml:"packetBuffers" json:"packetBuffers"`
+	// ImmSlots is the WriteImm completions held until in order
+	// (NO_RESOURCE beyond it): 0 or 1..65536.
+	ImmSlots int `mapstructure:"immSlots" yaml:"immSlots" json:"immSlots"`
+	// AlwaysSkipCEStreak turns on the responder's ALWAYS_SKIP judgement: an
+	// EV whose last N arrivals were all CE-marked while most of the QP's
+	// were not: 0 (off) or 1..255.
+	AlwaysSkipCEStreak int `mapstructure:"alwaysSkipCEStreak" yaml:"alwaysSkipCEStreak" json:"alwaysSkipCEStreak"`
+}
+
+// Config is the ResponderConfig the settings give.
+func (r ResponderSettings) Config() ResponderConfig {
+	return ResponderConfig{BitmapPSNs: r.BitmapPSNs, PacketBuffers: r.PacketBuffers, ImmSlots: r.ImmSlots, AlwaysSkipCEStreak: r.AlwaysSkipCEStreak}
+}

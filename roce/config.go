@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vcluster/vcluster/verbs"
 )
 
 // Reliability modes.
@@ -501,4 +506,72 @@ func (c *Config) Validate() error {
 		return bad("CC", "%q is not %q, %q or %q", c.CC, CCDCQCN, CCTimely, CCNone)
 	}
 	return nil
+}
+
+// The run configuration's section transport.roce is Settings: package
+// config holds it in TransportConfig and decodes it with its tags, this
+// package owns its fields, defaults (SetDefaults) and rules (Validate), and
+// the cluster turns it into a Config (cluster.RoCEConfig).
+
+// MaxTimeout bounds transport.roce.timeout.
+const MaxTimeout = time.Second
+
+// Settings is the RoCEv2 baseline's knobs.
+type Settings struct {
+	// Reliability is "gbn" (go-back-N, as RoCE NICs) or "irn" (selective
+	// repeat with 1-block SACK NACKs).
+	Reliability string `mapstructure:"reliability" yaml:"reliability" json:"reliability"`
+	// CC is a congestion-control preset, named after its source:
+	// dcqcn_hpcc (HPCC ns-3 run.py "dcqcn"), dcqcn_hpcc_paper (run.py
+	// "dcqcn_paper"), dcqcn_sigcomm15 (the DCQCN paper's event model),
+	// dcqcn_hpcc_g4_slow2 and dcqcn_hpcc_g16_slow4 (dcqcn_hpcc with g ×4
+	// / ×16 and recovery 2× / 4× slower), timely_hpcc (run.py "timely",
+	// scaled with the line rate), timely_sigcomm15 (the TIMELY paper's
+	// values) or none. The old names dcqcn_paper, dcqcn_aggressive,
+	// dcqcn_most_aggressive and timely are refused with their successors.
+	CC string `mapstructure:"cc" yaml:"cc" json:"cc"`
+	// Timeout overrides the go-back-N local ACK timeout; "" keeps the
+	// default.
+	Timeout string `mapstructure:"timeout" yaml:"timeout" json:"timeout"`
+	// RetryCount is the retries before the QP errors: 0..7.
+	RetryCount int `mapstructure:"retryCount" yaml:"retryCount" json:"retryCount"`
+	// IRNBDPFactor sets IRN's BDP flow-control cap in bandwidth-delay
+	// products of the fabric (base RTT plus the responder's ACK
+	// coalescing): 1, the IRN paper's, by default; 2 gives the sender room
+	// for the second RTT a hole takes to repair; 0 turns BDP-FC off.
+	IRNBDPFactor float64 `mapstructure:"irnBDPFactor" yaml:"irnBDPFactor" json:"irnBDPFactor"`
+}
+
+// SetDefaults sets the documented defaults: go-back-N, dcqcn_hpcc, the
+// package's timeout, 7 retries, one BDP of IRN flow control.
+func (s *Settings) SetDefaults() {
+	*s = Settings{Reliability: GoBackN, CC: "dcqcn_hpcc", RetryCount: 7, IRNBDPFactor: 1}
+}
+
+// Validate checks every field, reporting to check (paths relative to the
+// section). A renamed preset (RenamedPresets) is refused with what it
+// meant and its successor, so an old name never silently means another.
+func (s *Settings) Validate(check verbs.SectionChecker) {
+	check.OneOf("reliability", s.Reliability, GoBackN, IRN)
+	cc := s.CC
+	if why, renamed := RenamedPresets()[cc]; renamed {
+		check.Invalid("cc", fmt.Sprintf("%q is no longer a preset name: it %s; must be one of %s", cc, why, quoteAll(Presets())), cc)
+		cc = Presets()[0] // reported; the rule is still recorded below
+	}
+	check.OneOf("cc", cc, Presets()...)
+	check.OptionalDuration("timeout", s.Timeout, MaxTimeout)
+	check.Note("timeout", `or "": package roce's default`)
+	check.IntRange("retryCount", s.RetryCount, 0, 7)
+	f := s.IRNBDPFactor
+	check.Float("irnBDPFactor", f, "{0} ∪ [0.25, 16]", f == 0 || f >= 0.25 && f <= 16, "must be 0 (BDP-FC off) or in [0.25, 16]")
+	check.Note("irnBDPFactor", "0 turns IRN's BDP-FC off; 1 is the IRN paper's cap")
+	check.Unit("irnBDPFactor", "BDPs")
+}
+
+func quoteAll(s []string) string {
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
 }

@@ -134,3 +134,48 @@ func DestQP(b []byte) (uint32, bool) {
 	}
 	return uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]), true
 }
+
+// PathHealth is implemented by a multipath transport that judges its own
+// paths (entropy values) and takes the bad ones out of use (MRC: EVs
+// ASSUMED_BAD after losses, DENIED by a controller). It is what a fault
+// recorder reads of a QP; a transport without per-path state (RoCE: one
+// flow, one path) does not implement it.
+type PathHealth interface {
+	QPN() uint32
+	// PathsOutOfUse is how many of the QP's paths are out of use now.
+	PathsOutOfUse() int
+	// PollPathChanges appends the path state changes since the last call
+	// to dst and forgets them.
+	PollPathChanges(dst []PathChange) []PathChange
+}
+
+// PathChange is one path's change of state, in the transport's own words.
+type PathChange struct {
+	At       int64 // ns: the virtual time of the input that caused it
+	EV       uint32
+	Plane    int
+	From, To string // state names (MRC: "GOOD", "ASSUMED_BAD", "DENIED", …)
+	Cause    string // why (MRC: "timeout", "silent-loss", "deny", …)
+}
+
+// PortStatusSpeaker is implemented by a transport whose NICs tell each
+// other when a NIC port's link goes down or comes back (MRC's Port Status
+// Update: an endpoint request on EndpointQPN), so that both directions of
+// a connection stop using a plane whose port died on either side. The NIC's
+// engine runs the exchange: on a link change it sends one update to every
+// peer host its speaking QPs talk to, and hands an update it receives to
+// every speaking QP connected to the sender. The transport only owns the
+// message's wire format and what an update does to it.
+type PortStatusSpeaker interface {
+	// Remote returns the connected peer's attributes (its Host).
+	Remote() QPAttrs
+	// EncodePortStatus writes the update announcing that the ports in up
+	// (bit p: plane p) are up, with request id id, into buf, and returns
+	// its length and the entropy value to send it on.
+	EncodePortStatus(buf []byte, id uint16, up uint32) (n int, ev uint32, err error)
+	// PortStatus reads an endpoint packet (BTH onwards) and returns the
+	// up-mask it carries, or false when it is not a port status update.
+	PortStatus(pkt []byte) (up uint32, ok bool)
+	// ApplyPortStatus applies the peer's up-mask.
+	ApplyPortStatus(up uint32)
+}

@@ -4,10 +4,28 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/roce"
 	"github.com/vcluster/vcluster/verbs"
 )
+
+// RoCE: one flow on one plane (and, under ECMP, one path) per QP; its
+// config section is transport.roce (roce.Settings).
+func init() {
+	RegisterTransport(config.TransportRoCE, TransportKind{
+		New: func(c *Cluster, e *endpoint.Engine, h, plane int, qpn uint32) (verbs.Transport, error) {
+			return c.newRoCE(e, h, plane, qpn)
+		},
+		SinglePlane: true,
+		QPBytes: func(t config.TransportConfig) uint64 {
+			if t.RoCE.Reliability == roce.IRN {
+				return memRoCEQPIRN
+			}
+			return memRoCEQPGBN
+		},
+	})
+}
 
 // RoCEConfig is the RoCE configuration of a QP on plane (a RoCE QP is one
 // flow on one plane and, under ECMP, one path), at the host link rate,
@@ -48,29 +66,6 @@ func (c *Cluster) RoCEConfig(plane int) (roce.Config, error) {
 		return r, fmt.Errorf("transport.roce: %v", err)
 	}
 	return r, nil
-}
-
-// rocePlanes spreads RoCE QPs over the planes per host, as NCCL spreads
-// its channels over a NIC's ports: the k-th QP a host opens — as the
-// first host of Connect, counted over all its connections in the order
-// they are made — goes on plane k mod planes, and the QP's other end takes
-// the same plane (its data and acknowledgements share the plane). The
-// opening host's count decides; the accepting host's is not advanced. In
-// an all-to-all (pairs connected lower host first) that spreads both ends:
-// host a's QP to b > a is its (b−a−1)-th, so a host's QPs to higher and
-// lower peers each go round the planes.
-type rocePlanes struct {
-	opened []int // per host: QPs opened as the first host of Connect
-}
-
-// next returns the plane of the next QP host h opens and counts it.
-func (p *rocePlanes) next(h, hosts, planes int) int {
-	if p.opened == nil {
-		p.opened = make([]int, hosts)
-	}
-	k := p.opened[h]
-	p.opened[h]++
-	return k % planes
 }
 
 func (c *Cluster) newRoCE(e *endpoint.Engine, h, plane int, qpn uint32) (verbs.Transport, error) {
