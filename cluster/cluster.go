@@ -61,14 +61,8 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 		// Headroom: what arrives after XOFF leaves — 3 × rate × delay (or
 		// the configured bytes) plus a maximum frame at each end.
 		p.Headroom = q.PFC.Headroom(rate, delay) + 2*maxFrame
-		switch q.PFC.Watchdog.Action {
-		case config.WatchdogForward:
-			p.WatchdogAct = fabric.WatchdogForward
-		case config.WatchdogAlert:
-			p.WatchdogAct = fabric.WatchdogAlert
-		default:
-			p.WatchdogAct = fabric.WatchdogDrop
-		}
+		// Validated: an unknown action cannot reach here (fabric.WatchdogDrop if so).
+		p.WatchdogAct, _ = fabric.ParseWatchdogAction(q.PFC.Watchdog.Action)
 		o = o.WithPFC(p)
 	}
 	return o, nil

@@ -94,7 +94,7 @@ func (c *Cluster) pathsPerPlane() int {
 	if c.Topo.Mode != fabric.ForwardUSID {
 		return 0
 	}
-	if c.Topo.Kind == "clos" {
+	if c.Topo.Kind == fabric.KindClos {
 		return c.Topo.Clos.T1
 	}
 	h := c.Topo.FatTree.K / 2
@@ -115,14 +115,14 @@ func pmtuOf(c config.Config) int {
 }
 
 func (c *Cluster) hostRate() uint64 {
-	if c.Topo.Kind == "clos" {
+	if c.Topo.Kind == fabric.KindClos {
 		return c.Topo.Clos.HostRate
 	}
 	return c.Topo.FatTree.Rate
 }
 
 func (c *Cluster) fabricRate() uint64 {
-	if c.Topo.Kind == "clos" {
+	if c.Topo.Kind == fabric.KindClos {
 		return c.Topo.Clos.FabricRate
 	}
 	return c.Topo.FatTree.Rate
@@ -322,7 +322,7 @@ func (c *Cluster) DenyLink(plane, t0, t1 int) (int, error) { return c.linkCmd(pl
 func (c *Cluster) AllowLink(plane, t0, t1 int) (int, error) { return c.linkCmd(plane, t0, t1, false) }
 
 func (c *Cluster) linkCmd(plane, t0, t1 int, deny bool) (int, error) {
-	if c.Topo.Kind != "clos" || c.Topo.Mode != fabric.ForwardUSID {
+	if c.Topo.Kind != fabric.KindClos || c.Topo.Mode != fabric.ForwardUSID {
 		return 0, fmt.Errorf("cluster: link denylists need a Clos with uSID forwarding (EVs name paths)")
 	}
 	if plane < 0 || plane >= c.Topo.Planes || t0 < 0 || t0 >= c.Topo.Clos.T0 || t1 < 0 || t1 >= c.Topo.Clos.T1 {

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/roce"
 	"go.yaml.in/yaml/v3"
@@ -37,15 +38,15 @@ import (
 
 // Topology names.
 const (
-	TopologyClos    = "clos"    // multi-plane two-tier Clos (T0/T1 per plane)
-	TopologyFatTree = "fattree" // three-tier k-ary fat-tree, one plane
+	TopologyClos    = fabric.KindClos    // multi-plane two-tier Clos (T0/T1 per plane)
+	TopologyFatTree = fabric.KindFatTree // three-tier k-ary fat-tree, one plane
 )
 
 // Forwarding modes.
 const (
-	ForwardingECMP   = "ecmp"
-	ForwardingUSID   = "usid"
-	ForwardingStatic = "static"
+	ForwardingECMP   = fabric.ForwardECMPName
+	ForwardingUSID   = fabric.ForwardUSIDName
+	ForwardingStatic = fabric.ForwardStaticName
 )
 
 // Transport kinds.
@@ -70,9 +71,9 @@ const (
 
 // PFC watchdog actions.
 const (
-	WatchdogDrop    = "drop"
-	WatchdogForward = "forward"
-	WatchdogAlert   = "alert"
+	WatchdogDrop    = fabric.WatchdogDropName
+	WatchdogForward = fabric.WatchdogForwardName
+	WatchdogAlert   = fabric.WatchdogAlertName
 )
 
 // Limits enforced by Validate.

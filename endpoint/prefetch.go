@@ -24,7 +24,7 @@ func (n *NIC) PrefetchIngress(stage int, p *fabric.Packet) {
 	if !ok {
 		return
 	}
-	if stage == 2 {
+	if stage == fabric.PrefetchDevice {
 		sim.PrefetchLine(unsafe.Pointer(n))
 		sim.PrefetchLine(unsafe.Pointer(e))
 		sim.PrefetchLine(unsafe.Add(unsafe.Pointer(e), 64))
@@ -44,9 +44,9 @@ func (n *NIC) PrefetchIngress(stage int, p *fabric.Packet) {
 		return
 	}
 	switch stage {
-	case 3:
+	case fabric.PrefetchDevice + 1: // the QP table slot
 		sim.PrefetchLine(unsafe.Pointer(&e.qps[i]))
-	case 4:
+	case fabric.PrefetchDevice + 2: // the QP's engine slot
 		if s := e.qps[i]; s != nil {
 			sim.PrefetchLine(unsafe.Pointer(s))
 		}

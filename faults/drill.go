@@ -436,7 +436,7 @@ func mapperStatus(cfg config.Config, topo *fabric.Topology, want bool) string {
 	switch {
 	case !want:
 		return "off (not requested)"
-	case topo.Kind != "clos":
+	case topo.Kind != fabric.KindClos:
 		return fmt.Sprintf("did not run: it probes Clos fabrics only (this is a %s)", topo.Kind)
 	case topo.Mode != fabric.ForwardUSID:
 		return fmt.Sprintf("did not run: its probes are SRv6 uSID loopback paths, and this fabric forwards by %s (fabric.forwarding=usid)", topo.Mode)

@@ -35,7 +35,7 @@ type MTBFSpec struct {
 // Generate draws a plan from spec on topo (Clos), deterministically from
 // seed. Events are sorted by start.
 func Generate(topo *fabric.Topology, seed uint64, spec MTBFSpec) (*Plan, error) {
-	if topo.Kind != "clos" {
+	if topo.Kind != fabric.KindClos {
 		return nil, fmt.Errorf("faults: the MTBF generator needs a Clos fabric")
 	}
 	if spec.MaxEvents == 0 {

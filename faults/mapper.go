@@ -146,7 +146,7 @@ type Mapper struct {
 // NewMapper prepares Clustermapper on a uSID Clos fabric, running on s
 // (cluster.Scheduler).
 func NewMapper(topo *fabric.Topology, s sim.Scheduler, cfg MapperConfig, rec *Recorder) (*Mapper, error) {
-	if topo.Kind != "clos" || topo.Mode != fabric.ForwardUSID {
+	if topo.Kind != fabric.KindClos || topo.Mode != fabric.ForwardUSID {
 		return nil, fmt.Errorf("faults: Clustermapper needs a Clos fabric with uSID forwarding (probes are SRv6 loopback paths)")
 	}
 	cfg.defaults()

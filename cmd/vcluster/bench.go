@@ -66,7 +66,7 @@ func newBenchFabricCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%-8s %12s %12s %12s\n", "mode", "hops", "ns/hop", "events/hop")
-			for _, m := range []fabric.ForwardingMode{fabric.ForwardECMP, fabric.ForwardUSID, fabric.ForwardStatic} {
+			for _, m := range fabric.ForwardingModes() {
 				b, err := fabric.NewHopBench(m)
 				if err != nil {
 					return err

@@ -126,7 +126,7 @@ pings.csv, counters.csv (per-port counters: this check's fabric as point
 }
 
 func hostRate(t *fabric.Topology) uint64 {
-	if t.Kind == "clos" {
+	if t.Kind == fabric.KindClos {
 		return t.Clos.HostRate
 	}
 	return t.FatTree.Rate

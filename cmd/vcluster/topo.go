@@ -70,7 +70,7 @@ func newTopoCmd() *cobra.Command {
 		}
 		fmt.Fprintf(w, "topology   %s, %d plane(s), forwarding %s\n", topo.Kind, topo.Planes, topo.Mode)
 		fmt.Fprintf(w, "hosts      %d (%d NIC ports)\n", topo.Hosts, topo.Hosts*topo.Planes)
-		if topo.Kind == "clos" {
+		if topo.Kind == fabric.KindClos {
 			c := topo.Clos
 			fmt.Fprintf(w, "switches   %d T0 + %d T1 per plane (%d in all)\n", c.T0, c.T1, len(topo.Switches))
 			fmt.Fprintf(w, "links      host %s / %v, fabric %s / %v\n", fabric.FormatRate(c.HostRate), c.HostDelay, fabric.FormatRate(c.FabricRate), c.FabricDelay)
