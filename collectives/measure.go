@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // Check states of a result.
@@ -329,13 +330,8 @@ func ParseSize(s string) (uint64, error) {
 }
 
 // ParseBytes reads a message size as ParseSize does, with units up to G,
-// and refuses 0.
-func ParseBytes(s string) (uint64, error) {
-	if v, ok := parseSize(s, "KMG"); ok && v > 0 {
-		return v, nil
-	}
-	return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G)", s)
-}
+// and refuses 0: units.ParseBytes.
+func ParseBytes(s string) (uint64, error) { return units.ParseBytes(s) }
 
 // parseSize reads digits with an optional unit from units (K = 2^10, M =
 // 2^20, … in that order), refusing a value past 2^64.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -13,14 +12,15 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
-	"go.yaml.in/yaml/v3"
 )
 
 // Load builds a Config from, in increasing precedence:
 //
 //  1. Default();
 //  2. the preset named by fabric.preset (a --set value wins over the file's);
-//  3. the YAML file at path (skipped when path is "");
+//  3. the YAML file at path (skipped when path is ""), less its experiment
+//     section (see ExpSectionKeys: Load sets it aside unread; a caller that
+//     wants it uses ReadFile, Doc.Extra and Build);
 //  4. the `key=value` overrides in sets, in order (later wins).
 //
 // Keys are dotted lowerCamel paths ("fabric.planes",
@@ -43,12 +43,32 @@ import (
 // error is a join of every problem found (each a *FieldError where it
 // concerns a field); on error the returned Config is the zero value.
 func Load(path string, sets []string) (Config, error) {
-	return load(path, func() ([]byte, error) { return os.ReadFile(path) }, sets)
+	var doc *Doc
+	if path != "" {
+		doc = ReadFile(path)
+	}
+	return build(doc, sets)
 }
 
 // load is Load with the file's content from read (called only when path is
 // not ""): the fuzz targets hand it bytes and touch no file system.
 func load(path string, read func() ([]byte, error), sets []string) (Config, error) {
+	var doc *Doc
+	if path != "" {
+		doc = bytesDoc(path, read)
+	}
+	return build(doc, sets)
+}
+
+// cutSet splits a --set value into its trimmed key and raw value.
+func cutSet(s string) (key, raw string, ok bool) {
+	key, raw, ok = strings.Cut(s, "=")
+	return strings.TrimSpace(key), raw, ok
+}
+
+// build layers doc (nil: no file) and then sets on the defaults and the
+// preset: Load's body.
+func build(doc *Doc, sets []string) (Config, error) {
 	var errs []error
 	explicit := map[string]bool{}
 
@@ -59,8 +79,7 @@ func load(path string, read func() ([]byte, error), sets []string) (Config, erro
 	var overrides []override
 	presetName, presetSet := "", false
 	for _, s := range sets {
-		key, raw, ok := strings.Cut(s, "=")
-		key = strings.TrimSpace(key)
+		key, raw, ok := cutSet(s)
 		if !ok || key == "" {
 			errs = append(errs, &FieldError{Path: "--set", Reason: "must be key=value, e.g. fabric.planes=8", Value: s})
 			continue
@@ -84,12 +103,13 @@ func load(path string, read func() ([]byte, error), sets []string) (Config, erro
 
 	var tree map[string]any
 	inSets, inFile := maps.Clone(explicit), map[string]bool{}
-	if path != "" {
-		t, err := readYAML(path, read, inFile, &errs)
-		if err != nil {
-			return Config{}, errors.Join(append(errs, err)...)
+	if doc != nil {
+		if doc.fatal != nil {
+			return Config{}, errors.Join(append(errs, doc.fatal)...)
 		}
-		tree = t
+		errs = append(errs, doc.errs...)
+		tree = deepCopy(doc.tree)
+		maps.Copy(inFile, doc.given)
 		maps.Copy(explicit, inFile)
 	}
 	if !presetSet {
@@ -109,7 +129,7 @@ func load(path string, read func() ([]byte, error), sets []string) (Config, erro
 	}
 	if tree != nil {
 		if err := v.MergeConfigMap(tree); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", path, err)
+			return Config{}, fmt.Errorf("config: %s: %w", doc.name, err)
 		}
 	}
 	for _, o := range overrides {
@@ -162,29 +182,6 @@ func unwrapJoin(err error) []error {
 }
 
 var configType = reflect.TypeFor[Config]()
-
-// readYAML reads the file with read and returns its tree with every leaf
-// converted to the Go type of its field. Unknown keys and ill-typed values
-// are appended to errs and left out; the returned error is for an
-// unreadable file or one that is not a YAML mapping.
-func readYAML(path string, read func() ([]byte, error), explicit map[string]bool, errs *[]error) (map[string]any, error) {
-	data, err := read()
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	var raw any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
-	}
-	if raw == nil { // empty file
-		return map[string]any{}, nil
-	}
-	m, ok := asMap(raw)
-	if !ok {
-		return nil, fmt.Errorf("config: %s: the top level must be a mapping, got %T", path, raw)
-	}
-	return walkYAML(m, configType, "", explicit, errs), nil
-}
 
 func asMap(v any) (map[string]any, bool) {
 	switch m := v.(type) {

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vcluster/vcluster/units"
 )
 
 // Kind is a fault kind.
@@ -368,18 +370,8 @@ func (ev *Event) paramErrors(source string) Errors {
 var eventKeys = map[string]struct{}{"name": {}, "at": {}, "start": {}, "duration": {}, "kind": {}, "target": {}, "params": {}}
 
 // ParseDuration parses a Go duration ("300us", "1.5ms", "2s"); a bare 0 is
-// allowed.
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "0" || s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration (e.g. 300us, 2ms, 1s)", s)
-	}
-	return d, nil
-}
+// allowed: units.ParseDuration.
+func ParseDuration(s string) (time.Duration, error) { return units.ParseDuration(s) }
 
 type paramErr struct{ key, msg string }
 

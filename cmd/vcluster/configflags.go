@@ -26,7 +26,7 @@ var shorthandFields = map[string][]string{
 	"elide":     {"transport.payload"},
 }
 
-// flagConfigError rewrites the config errors in err (from loadConfigFrom)
+// flagConfigError rewrites the config errors in err (from loadConfigLayers)
 // that belong to a shorthand flag cmd was given, naming the flag and its
 // value first; other problems are kept as they are.
 func flagConfigError(cmd *cobra.Command, err error) error {
@@ -98,7 +98,7 @@ func flatten(err error) []error {
 
 // hostsRange says what --hosts may be for cmd's configuration: a multiple
 // of fabric.hostsPerT0 up to the largest that validates (found by
-// bisection over config.Load, which is cheap: nothing is built).
+// bisection over config.Build, which is cheap: nothing is simulated).
 func hostsRange(cmd *cobra.Command) string {
 	path, sets, err := configSources(cmd)
 	if err != nil {
@@ -110,13 +110,18 @@ func hostsRange(cmd *cobra.Command) string {
 			rest = append(rest, s)
 		}
 	}
-	base, err := loadConfigFrom(path, rest)
+	// The file is read once for the whole bisection.
+	doc := configDoc(path)
+	if _, err := expSectionParams(doc); err != nil {
+		return ""
+	}
+	base, err := config.Build(config.Layers{File: doc, Sets: rest})
 	if err != nil {
 		return ""
 	}
 	per := max(base.Fabric.HostsPerT0, 1)
 	ok := func(m int) bool {
-		_, err := loadConfigFrom(path, append(slices.Clip(rest), "fabric.hosts="+strconv.Itoa(m*per)))
+		_, err := config.Build(config.Layers{File: doc, Sets: append(slices.Clip(rest), "fabric.hosts="+strconv.Itoa(m*per))})
 		return err == nil
 	}
 	if !ok(1) {

@@ -2,64 +2,42 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vcluster/vcluster/config"
 )
 
 // A --config file may carry experiment parameters in a top-level `exp:`
 // (or `experiment:`) section, with the meaning of --set exp.<key>=value;
-// --set wins. The config package knows nothing of experiments, so the
-// section is taken out here before the file reaches config.Load.
-var expSectionKeys = []string{"exp", "experiment"}
+// --set wins. The config package sets the section aside unread
+// (config.Doc.Extra); this file turns it into key=value parameters, and
+// builds the configuration from its layers: the experiment's cluster
+// settings, then the file, then --set (config.Layers).
 
-// splitExpSection reads the YAML file at path and returns it without its
-// exp section (rest, nil when there was none) and the section's entries as
-// key=value (lists comma-joined, scalars as written). A file that does not
-// parse is left for config.Load to report (rest and params nil, no error).
-func splitExpSection(path string) (rest []byte, params []string, err error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, nil // config.Load reports it
+// configDoc reads the --config file at path; nil when path is "". A file
+// that cannot be read or parsed yields a Doc whose problems config.Build
+// reports.
+func configDoc(path string) *config.Doc {
+	if path == "" {
+		return nil
 	}
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, nil, nil
-	}
-	root := doc.Content[0]
-	found := ""
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		if !isExpKey(k.Value) {
-			continue
-		}
-		if found != "" {
-			return nil, nil, fmt.Errorf("%s: both %s and %s: give experiment parameters in one section", path, found, k.Value)
-		}
-		found = k.Value
-		if params, err = expEntries(k.Value, v); err != nil {
-			return nil, nil, err
-		}
-		root.Content = append(root.Content[:i:i], root.Content[i+2:]...)
-		i -= 2
-	}
-	if found == "" {
-		return nil, nil, nil
-	}
-	if rest, err = yaml.Marshal(&doc); err != nil {
-		return nil, nil, err
-	}
-	return rest, params, nil
+	return config.ReadFile(path)
 }
 
-func isExpKey(k string) bool {
-	for _, x := range expSectionKeys {
-		if k == x {
-			return true
-		}
+// expSectionParams returns doc's exp section as key=value entries (lists
+// comma-joined, scalars as written); nil when there is none. A file that
+// does not parse has none (config.Build reports it).
+func expSectionParams(doc *config.Doc) ([]string, error) {
+	if doc == nil {
+		return nil, nil
 	}
-	return false
+	x, err := doc.Extra()
+	if err != nil || x.Key == "" {
+		return nil, err
+	}
+	return expEntries(x.Key, x.Value)
 }
 
 func expEntries(section string, v *yaml.Node) ([]string, error) {
@@ -95,79 +73,57 @@ func expEntries(section string, v *yaml.Node) ([]string, error) {
 // configExpParams returns the exp section of the command's --config file
 // as key=value entries (without the "exp." prefix).
 func configExpParams(path string) ([]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	_, params, err := splitExpSection(path)
+	params, err := expSectionParams(configDoc(path))
 	if err != nil {
 		return nil, usageError(fmt.Errorf("invalid configuration:\n%w", err))
 	}
 	return params, nil
 }
 
-// withoutExpSection returns a path config.Load can read: path itself, or a
-// temporary copy without the exp section (remove it with cleanup).
+// loadConfigLayers builds the configuration from, in increasing
+// precedence, settings (an experiment's cluster settings: a key the file
+// names is the file's), the --config file at path ("" for none) and sets;
+// the error lists one problem per line. A malformed exp section is
+// reported alone, before the rest of the file is looked at.
+func loadConfigLayers(path string, settings, sets []string) (config.Config, error) {
+	doc := configDoc(path)
+	if _, err := expSectionParams(doc); err != nil {
+		return config.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	cfg, err := config.Build(config.Layers{Settings: settings, File: doc, Sets: sets})
+	if err != nil {
+		return config.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
+// withoutExpSection checks the exp section of the file at path and
+// returns path: config.Load sets the section aside itself, so no copy is
+// needed and cleanup does nothing. It remains for root.go's
+// loadConfigFrom, which is loadConfigLayers(path, nil, sets).
+//
+// Deprecated: use loadConfigLayers.
 func withoutExpSection(path string) (string, func(), error) {
-	if path == "" {
-		return path, func() {}, nil
-	}
-	rest, _, err := splitExpSection(path)
-	if err != nil {
+	if _, err := expSectionParams(configDoc(path)); err != nil {
 		return "", nil, err
 	}
-	if rest == nil {
-		return path, func() {}, nil
-	}
-	f, err := os.CreateTemp("", "vcluster-config-*.yaml")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { os.Remove(f.Name()) }
-	if _, err := f.Write(rest); err != nil {
-		f.Close()
-		cleanup()
-		return "", nil, err
-	}
-	if err := f.Close(); err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	return f.Name(), cleanup, nil
+	return path, func() {}, nil
 }
 
 // clusterSetsUnder returns the experiment's cluster settings less those the
-// --config file at path sets itself, so that the order is: the
-// experiment's settings, then the file, then --set (config.Load lets every
-// --set win over the file). A file that does not parse is left for
-// config.Load to report.
+// --config file at path names itself (config.Doc.Names), so that the order
+// is: the experiment's settings, then the file, then --set — what
+// config.Layers does with Settings, for callers that put the settings in
+// --set. A file that does not parse is left for config.Build to report.
 func clusterSetsUnder(path string, sets []string) []string {
-	if path == "" {
+	doc := configDoc(path)
+	if doc == nil {
 		return sets
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return sets
-	}
-	var tree map[string]any
-	if yaml.Unmarshal(data, &tree) != nil {
-		return sets
-	}
-	keys := map[string]bool{}
-	var walk func(prefix string, m map[string]any)
-	walk = func(prefix string, m map[string]any) {
-		for k, v := range m {
-			p := prefix + k
-			keys[p] = true
-			if sub, ok := v.(map[string]any); ok {
-				walk(p+".", sub)
-			}
-		}
-	}
-	walk("", tree)
 	var out []string
 	for _, s := range sets {
 		k, _, _ := strings.Cut(s, "=")
-		if !keys[strings.TrimSpace(k)] {
+		if !doc.Names(strings.TrimSpace(k)) {
 			out = append(out, s)
 		}
 	}

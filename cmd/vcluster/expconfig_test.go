@@ -3,9 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vcluster/vcluster/config"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -17,21 +20,25 @@ func writeFile(t *testing.T, body string) string {
 	return p
 }
 
-func TestSplitExpSection(t *testing.T) {
+func TestExpSectionParams(t *testing.T) {
 	p := writeFile(t, "# comment\nseed: 4\nexperiment:\n  size: 64M\n  losses: [0, 0.001]\n  ring: on\nfabric:\n  planes: 2\n")
-	rest, params, err := splitExpSection(p)
+	params, err := expSectionParams(configDoc(p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"size=64M", "losses=0,0.001", "ring=on"}; !slices.Equal(params, want) {
 		t.Errorf("params = %q, want %q", params, want)
 	}
-	if strings.Contains(string(rest), "experiment") || !strings.Contains(string(rest), "planes: 2") || !strings.Contains(string(rest), "seed: 4") {
-		t.Errorf("rest =\n%s", rest)
+	// The rest of the file is the configuration's, with no copy of it.
+	cfg, err := loadConfigLayers(p, nil, nil)
+	if err != nil || cfg.Fabric.Planes != 2 || cfg.Seed != 4 {
+		t.Errorf("config of the file: planes %d, seed %d, %v", cfg.Fabric.Planes, cfg.Seed, err)
 	}
-	// No section: the file is used as it is.
-	if rest, params, err := splitExpSection(writeFile(t, "seed: 4\n")); rest != nil || params != nil || err != nil {
-		t.Errorf("no section: %q %q %v", rest, params, err)
+	// No section, no file, a file that is not YAML: no parameters.
+	for _, path := range []string{writeFile(t, "seed: 4\n"), "", writeFile(t, "a: [\n"), filepath.Join(t.TempDir(), "none.yaml")} {
+		if params, err := expSectionParams(configDoc(path)); params != nil || err != nil {
+			t.Errorf("%q: %q %v", path, params, err)
+		}
 	}
 	for body, want := range map[string]string{
 		"exp:\n  size: 1M\nexperiment:\n  size: 2M\n": "both exp and experiment",
@@ -39,9 +46,36 @@ func TestSplitExpSection(t *testing.T) {
 		"exp:\n  size:\n    a: 1\n":    "exp.size: must be a value or a list of values",
 		"exp:\n  losses: [[0], [1]]\n": "exp.losses: list items must be values",
 	} {
-		if _, _, err := splitExpSection(writeFile(t, body)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := expSectionParams(configDoc(writeFile(t, body))); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", body, err, want)
 		}
+		if _, err := loadConfigLayers(writeFile(t, body+"fabric:\n  plnaes: 2\n"), nil, []string{"fabric.bogus=1"}); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%q: loadConfigLayers: %v, want %q alone", body, err, want)
+		}
+	}
+}
+
+// The experiment's settings go under the file, which goes under --set; a
+// key the file names, even as null, is the file's.
+func TestLoadConfigLayers(t *testing.T) {
+	p := writeFile(t, "fabric:\n  planes: 2\n  hosts: ~\n")
+	settings := []string{"fabric.planes=4", "fabric.hosts=8", "fabric.hostsPerT0=2", "seed=3"}
+	got, err := loadConfigLayers(p, settings, []string{"seed=5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := config.Load(p, append(clusterSetsUnder(p, settings), "seed=5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("layers = %+v\nwant     %+v", got.Fabric, want.Fabric)
+	}
+	if got.Fabric.Planes != 2 || got.Seed != 5 || got.Fabric.HostsPerT0 != 2 {
+		t.Errorf("planes %d (file), seed %d (--set), hostsPerT0 %d (setting)", got.Fabric.Planes, got.Seed, got.Fabric.HostsPerT0)
+	}
+	if want := []string{"fabric.hostsPerT0=2", "seed=3"}; !slices.Equal(clusterSetsUnder(p, settings), want) {
+		t.Errorf("clusterSetsUnder = %q, want %q", clusterSetsUnder(p, settings), want)
 	}
 }
 
