@@ -97,19 +97,6 @@ func loadConfigLayers(path string, settings, sets []string) (config.Config, erro
 	return cfg, nil
 }
 
-// withoutExpSection checks the exp section of the file at path and
-// returns path: config.Load sets the section aside itself, so no copy is
-// needed and cleanup does nothing. It remains for root.go's
-// loadConfigFrom, which is loadConfigLayers(path, nil, sets).
-//
-// Deprecated: use loadConfigLayers.
-func withoutExpSection(path string) (string, func(), error) {
-	if _, err := expSectionParams(configDoc(path)); err != nil {
-		return "", nil, err
-	}
-	return path, func() {}, nil
-}
-
 // clusterSetsUnder returns the experiment's cluster settings less those the
 // --config file at path names itself (config.Doc.Names), so that the order
 // is: the experiment's settings, then the file, then --set — what

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -92,18 +91,7 @@ func configSources(cmd *cobra.Command) (path string, sets []string, err error) {
 // loadConfigFrom is config.Load of the file at path (without its exp
 // section) and sets; the error lists one problem per line.
 func loadConfigFrom(path string, sets []string) (config.Config, error) {
-	// An exp: section (experiment parameters, see expconfig.go) is not the
-	// config package's business.
-	loadPath, cleanup, err := withoutExpSection(path)
-	if err != nil {
-		return config.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	defer cleanup()
-	cfg, err := config.Load(loadPath, sets)
-	if err != nil {
-		return config.Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	return cfg, nil
+	return loadConfigLayers(path, nil, sets)
 }
 
 // noArgs is cobra.NoArgs as a usage error (exit status 2).
