@@ -203,7 +203,7 @@ func TestIRNDropRetransmitsOnlyLost(t *testing.T) {
 	if cc := p.a.PollCompletions(nil); len(cc) != 1 || cc[0].Status != verbs.StatusOK {
 		t.Fatalf("completions %+v", cc)
 	}
-	if p.a.recovery {
+	if p.a.rel.(*irn).recovery {
 		t.Fatal("still in recovery")
 	}
 	if s := p.a.Stats(); s.Retransmissions != 1 {
@@ -497,7 +497,7 @@ func TestDCQCNSigcomm15(t *testing.T) {
 	c.DCQCN.ByteCounter = 0 // timer events only, to check the stages
 	p := newPair(t, c)
 	L := float64(c.LineRateBps)
-	d := &p.a.cc
+	d := p.a.dcqcnState()
 	T := c.DCQCN.IncreaseTimerNs
 	g := c.DCQCN.G
 	p.now = 1000
@@ -556,9 +556,9 @@ func TestDCQCNByteCounter(t *testing.T) {
 	p := newPair(t, c)
 	L := float64(c.LineRateBps)
 	p.cnp()
-	p.a.cc.onSent(1 << 20)
-	if !near(p.a.cc.rc, 0.75*L) || p.a.cc.bStage != 1 {
-		t.Fatalf("byte event: rc %.4g stage %d", p.a.cc.rc, p.a.cc.bStage)
+	p.a.dcqcnState().onSent(1 << 20)
+	if !near(p.a.dcqcnState().rc, 0.75*L) || p.a.dcqcnState().bStage != 1 {
+		t.Fatalf("byte event: rc %.4g stage %d", p.a.dcqcnState().rc, p.a.dcqcnState().bStage)
 	}
 }
 
@@ -566,7 +566,7 @@ func TestDCQCNTimerModel(t *testing.T) {
 	c := DefaultConfig() // dcqcn_hpcc
 	p := newPair(t, c)
 	L := float64(c.LineRateBps)
-	d := &p.a.cc
+	d := p.a.dcqcnState()
 	p.now = 10_000
 	p.cnp()
 	if r := p.a.rate(p.now); r != L {
@@ -624,29 +624,29 @@ func TestTimelyGradient(t *testing.T) {
 		tm.onRTT(rtt, seq, seq)
 	}
 	feed(100_000)
-	if tm.rate != float64(L) {
+	if tm.cur != float64(L) {
 		t.Fatal("first sample changed the rate")
 	}
 	// Rising RTT inside [T_low, T_high]: multiplicative decrease by β·gradient.
 	feed(110_000)
 	g := c.EWMAAlpha * 10_000 / float64(c.MinRTTNs)
 	want := float64(L) * (1 - c.Beta*g)
-	if !near(tm.rate, want) {
-		t.Fatalf("decrease: %.6g, want %.6g", tm.rate, want)
+	if !near(tm.cur, want) {
+		t.Fatalf("decrease: %.6g, want %.6g", tm.cur, want)
 	}
-	r := tm.rate
+	r := tm.cur
 	feed(120_000)
-	if tm.rate >= r {
+	if tm.cur >= r {
 		t.Fatal("no decrease on a rising RTT")
 	}
 	// Falling RTT: additive increase δ, then HAI (5δ) after 5 in a row.
 	var steps []float64
 	rtt := int64(120_000)
 	for range 8 {
-		r = tm.rate
+		r = tm.cur
 		rtt -= 5_000
 		feed(rtt)
-		steps = append(steps, tm.rate-r)
+		steps = append(steps, tm.cur-r)
 	}
 	// The EWMA still holds the rises for the first falls.
 	var inc []float64
@@ -659,21 +659,21 @@ func TestTimelyGradient(t *testing.T) {
 		t.Fatalf("increase steps %v", steps)
 	}
 	// Above T_high: cut by β(1 − T_high/rtt); below T_low: +δ.
-	r = tm.rate
+	r = tm.cur
 	feed(1_000_000)
-	if !near(tm.rate, r*(1-c.Beta*0.5)) {
-		t.Fatalf("T_high cut %.6g, want %.6g", tm.rate, r*(1-c.Beta*0.5))
+	if !near(tm.cur, r*(1-c.Beta*0.5)) {
+		t.Fatalf("T_high cut %.6g, want %.6g", tm.cur, r*(1-c.Beta*0.5))
 	}
-	r = tm.rate
+	r = tm.cur
 	feed(10_000)
-	if !near(tm.rate, r+float64(c.DeltaBps)) {
+	if !near(tm.cur, r+float64(c.DeltaBps)) {
 		t.Fatal("T_low increase")
 	}
 	// Once per RTT: an ACK below the mark does not update.
 	tm.onRTT(500_000, seq+1, seq+100)
-	r = tm.rate
+	r = tm.cur
 	tm.onRTT(10_000, seq+50, seq+200)
-	if tm.rate != r {
+	if tm.cur != r {
 		t.Fatal("updated twice in one RTT")
 	}
 }
@@ -860,7 +860,7 @@ func pacedRate(t *testing.T, c Config, n int) float64 {
 func TestDCQCNTimerTieIncreaseFirst(t *testing.T) {
 	c := DefaultConfig() // dcqcn_hpcc
 	p := newPair(t, c)
-	d := &p.a.cc
+	d := p.a.dcqcnState()
 	L := float64(c.LineRateBps)
 	t0 := int64(10_000)
 	p.now = t0
@@ -911,9 +911,9 @@ func TestTimelyHPCC(t *testing.T) {
 	seq := uint64(0)
 	feed := func(rtt int64) float64 {
 		seq += 10
-		r := tm.rate
+		r := tm.cur
 		tm.onRTT(rtt, seq, seq)
-		return tm.rate - r
+		return tm.cur - r
 	}
 	feed(100_000)        // the first sample only sets the reference RTT
 	cut := feed(110_000) // rising inside [T_low, T_high]: a decrease
@@ -967,7 +967,7 @@ func TestDCQCNTimerAlphaCNPGap(t *testing.T) {
 			p.cnp()
 		}
 		p.a.rate(p.now + 100) // the α tick after the last CNP has not run
-		a := p.a.cc.alpha
+		a := p.a.dcqcnState().alpha
 		if tc.gap == c.DCQCN.CNPIntervalNs {
 			d := math.Pow(1-g, float64(tc.gap/c.DCQCN.AlphaIntervalNs-1))
 			// Just before a rise: α* = d((1−g)α* + g).
