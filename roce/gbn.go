@@ -26,18 +26,16 @@ func (g *gbn) goBack(seq uint64) {
 	g.q.wrs.cur = g.q.wrs.find(seq)
 }
 
-func (g *gbn) next() (seq uint64, retx, ok bool) {
+func (g *gbn) next() (seq uint64, wr int, retx, ok bool) {
 	q := g.q
 	if g.sndNxt >= q.nextSeq {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	if g.sndNxt == q.sndMax && q.sndMax-q.sndUna >= uint64(q.cfg.MaxOutstandingPSNs) {
-		return 0, false, false
+		return 0, 0, false, false
 	}
-	return g.sndNxt, g.sndNxt < q.sndMax, true
+	return g.sndNxt, q.wrs.seek(g.sndNxt), g.sndNxt < q.sndMax, true
 }
-
-func (g *gbn) locate(seq uint64) int { return g.q.wrs.seek(seq) }
 
 func (g *gbn) sent(seq uint64, resend bool) { g.sndNxt = seq + 1 }
 

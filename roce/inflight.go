@@ -1,7 +1,5 @@
 package roce
 
-import "github.com/vcluster/vcluster/internal/ring"
-
 // pktState is what the requester knows of one outstanding packet. The
 // states are the product of two facts: whether it was retransmitted
 // (then its ACK gives no RTT sample: Karn's rule) and whether the
@@ -65,17 +63,27 @@ type pktInfo struct {
 	state pktState
 }
 
-// inflight is the requester's per-packet state of the sequences
-// [sndUna, sndMax), oldest first: a packet is pushed when first sent and
-// popped when cumulatively acknowledged.
-type inflight struct{ ring.Ring[pktInfo] }
+// inflight is the requester's per-packet state of the outstanding
+// sequences [sndUna, sndMax), a window indexed by sequence (a slot is seq
+// mod its power-of-two size). It is a FIFO, but not an internal/ring one:
+// a cumulative ACK retires many records at once and must cost nothing per
+// packet (ring pops, and zeroes, one at a time), and a record stays
+// readable until its slot is reused (the RTT sample of the packet an ACK
+// covers last).
+type inflight struct{ buf []pktInfo }
 
-// at returns the record of seq, which lies in [una, una+Len()).
-func (f *inflight) at(una, seq uint64) *pktInfo { return f.At(int(seq - una)) }
+// at returns the record of seq.
+func (f *inflight) at(seq uint64) *pktInfo { return &f.buf[seq&uint64(len(f.buf)-1)] }
 
-// drop pops the records of the n oldest packets.
-func (f *inflight) drop(n uint64) {
-	for ; n > 0; n-- {
-		f.Pop()
+// full reports whether the window cannot take seq with una..seq−1
+// outstanding.
+func (f *inflight) full(una, seq uint64) bool { return seq-una >= uint64(len(f.buf)) }
+
+// grow doubles the window (to 1024 at first), keeping una..seq−1.
+func (f *inflight) grow(una, seq uint64) {
+	nb := make([]pktInfo, max(1024, 2*len(f.buf)))
+	for s := una; s < seq; s++ {
+		nb[s&uint64(len(nb)-1)] = *f.at(s)
 	}
+	f.buf = nb
 }

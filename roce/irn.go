@@ -70,12 +70,12 @@ func newIRN(q *QP) *irn {
 
 // next: lost retransmissions first, then the recovery scan, then new data
 // (under BDP-FC and MaxOutstandingPSNs).
-func (r *irn) next() (seq uint64, retx, ok bool) {
+func (r *irn) next() (seq uint64, wr int, retx, ok bool) {
 	q := r.q
 	for r.lost.Len() > 0 {
 		s := *r.lost.Front()
 		if s >= q.sndUna && !q.pkt(s).state.sacked() {
-			return s, true, true
+			return s, q.wrs.find(s), true, true
 		}
 		r.lost.Pop()
 	}
@@ -87,26 +87,19 @@ func (r *irn) next() (seq uint64, retx, ok bool) {
 			r.retxScan++
 		}
 		if r.retxScan < r.retxLimit {
-			return r.retxScan, true, true
+			return r.retxScan, q.wrs.find(r.retxScan), true, true
 		}
 	}
 	if q.sndMax >= q.nextSeq {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	if r.bdpPkts > 0 && q.sndMax-q.sndUna >= r.bdpPkts {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	if q.sndMax-q.sndUna >= uint64(q.cfg.MaxOutstandingPSNs) {
-		return 0, false, false
+		return 0, 0, false, false
 	}
-	return q.sndMax, false, true
-}
-
-func (r *irn) locate(seq uint64) int {
-	if seq == r.q.sndMax {
-		return r.q.wrs.seek(seq)
-	}
-	return r.q.wrs.find(seq)
+	return q.sndMax, q.wrs.seek(q.sndMax), false, true
 }
 
 func (r *irn) sent(seq uint64, resend bool) {

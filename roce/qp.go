@@ -155,6 +155,9 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 
 // Post implements verbs.Transport: OpWrite and OpWriteImm.
 func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
+	if debugInvariants {
+		q.checkInvariants()
+	}
 	if _, err := verbs.CheckPost(q.state, wr, q.mem); err != nil {
 		return err
 	}
@@ -163,14 +166,14 @@ func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
 	q.wrs.Push(wrEntry{wr: wr, first: q.nextSeq, n: n})
 	q.nextSeq += n
 	q.stats.BytesPosted += wr.Length
-	if debugInvariants {
-		q.checkInvariants()
-	}
 	return nil
 }
 
 // PollCompletions implements verbs.Transport.
 func (q *QP) PollCompletions(dst []verbs.Completion) []verbs.Completion {
+	if debugInvariants {
+		q.checkInvariants()
+	}
 	dst = append(dst, q.cqe...)
 	clear(q.cqe)
 	q.cqe = q.cqe[:0]

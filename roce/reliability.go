@@ -8,12 +8,10 @@ package roce
 // the QP).
 type reliability interface {
 	// next picks the sequence of the next data packet (retx: it was sent
-	// before), or reports none ready. It commits nothing but harmless
-	// skips: the packet may not go (pacing), and the QP asks again.
-	next() (seq uint64, retx, ok bool)
-	// locate returns the index in the QP's wrQueue of the WR holding seq,
-	// the packet about to be sent.
-	locate(seq uint64) int
+	// before) and the index in the QP's wrQueue of the WR holding it, or
+	// reports none ready. It commits nothing but harmless skips and
+	// cursor moves: the packet may not go (pacing), and the QP asks again.
+	next() (seq uint64, wr int, retx, ok bool)
 	// sent records that seq went out (resend: not for the first time),
 	// after the QP updated sndMax and the packet's record.
 	sent(seq uint64, resend bool)

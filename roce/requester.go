@@ -13,18 +13,13 @@ import (
 
 // pkt returns the record of outstanding sequence seq (sndUna ≤ seq <
 // sndMax).
-func (q *QP) pkt(seq uint64) *pktInfo { return q.pk.at(q.sndUna, seq) }
+func (q *QP) pkt(seq uint64) *pktInfo { return q.pk.at(seq) }
 
 // Send implements verbs.Transport.
 func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
-	tx, ok := q.send(now, freePlanes, buf)
 	if debugInvariants {
 		q.checkInvariants()
 	}
-	return tx, ok
-}
-
-func (q *QP) send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 	if q.ctrl.Len() > 0 {
 		return q.sendCtrl(buf, q.ctrl.Pop())
 	}
@@ -43,7 +38,7 @@ func (q *QP) send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 		q.paceWait = false
 		return verbs.Tx{}, false
 	}
-	seq, retx, ok := q.rel.next()
+	seq, wi, retx, ok := q.rel.next()
 	if !ok {
 		q.paceWait = false
 		return verbs.Tx{}, false
@@ -68,7 +63,7 @@ func (q *QP) send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 		}
 	}
 	q.paceWait = false
-	tx := q.buildData(now, seq, buf)
+	tx := q.buildData(now, seq, wi, buf)
 	if retx {
 		q.stats.Retransmissions++
 	} else {
@@ -86,9 +81,10 @@ func (q *QP) send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 	return tx, true
 }
 
-// buildData encodes data packet seq into buf and advances the send state.
-func (q *QP) buildData(now int64, seq uint64, buf []byte) verbs.Tx {
-	w := q.wrs.At(q.rel.locate(seq))
+// buildData encodes data packet seq, of WR wi, into buf and advances the
+// send state.
+func (q *QP) buildData(now int64, seq uint64, wi int, buf []byte) verbs.Tx {
+	w := q.wrs.At(wi)
 	idx := seq - w.first
 	mtu := uint64(q.cfg.PMTU)
 	off := idx * mtu
@@ -136,7 +132,10 @@ func (q *QP) buildData(now int64, seq uint64, buf []byte) verbs.Tx {
 		p := q.pkt(seq)
 		p.state = p.state.next(evResend)
 	} else {
-		q.pk.Push(pktInfo{sent: now})
+		if q.pk.full(q.sndUna, seq) {
+			q.pk.grow(q.sndUna, seq)
+		}
+		*q.pkt(seq) = pktInfo{sent: now}
 		q.sndMax++
 	}
 	q.rel.sent(seq, resend)
@@ -149,7 +148,6 @@ func (q *QP) ackTo(seq uint64) bool {
 	if seq <= q.sndUna {
 		return false
 	}
-	q.pk.drop(seq - q.sndUna)
 	q.sndUna = seq
 	q.rel.acked(seq)
 	q.retries = 0
@@ -202,10 +200,8 @@ func (q *QP) recvAck(now int64, p *Packet) {
 			return
 		}
 		seq := q.sndUna + uint64(d+1)
-		if seq > q.sndUna {
-			last := *q.pkt(seq - 1) // ackTo drops it
-			q.ackTo(seq)
-			q.rttSample(now, seq, last)
+		if q.ackTo(seq) {
+			q.rttSample(now, seq)
 		}
 		q.armRTO(now)
 	case a.IsNAK():
@@ -233,9 +229,10 @@ func (q *QP) recvAck(now int64, p *Packet) {
 	}
 }
 
-// rttSample takes an RTT sample from an ACK up to ackSeq, whose last
-// packet was last (Karn: none if it was retransmitted).
-func (q *QP) rttSample(now int64, ackSeq uint64, last pktInfo) {
+// rttSample takes an RTT sample from an ACK up to ackSeq from its last
+// packet's record (Karn: none if it was retransmitted).
+func (q *QP) rttSample(now int64, ackSeq uint64) {
+	last := q.pkt(ackSeq - 1)
 	if last.state.resent() {
 		return
 	}

@@ -11,13 +11,9 @@ import (
 
 // Receive implements verbs.Transport.
 func (q *QP) Receive(now int64, rx *verbs.Rx) {
-	q.receive(now, rx)
 	if debugInvariants {
 		q.checkInvariants()
 	}
-}
-
-func (q *QP) receive(now int64, rx *verbs.Rx) {
 	if q.state != verbs.QPReady {
 		return
 	}

@@ -6,6 +6,9 @@ import "github.com/vcluster/vcluster/verbs"
 // ends' counters in it; RateBps is the reaction point's, read without
 // running its timers.
 func (q *QP) Stats() verbs.QPStats {
+	if debugInvariants {
+		q.checkInvariants()
+	}
 	s := q.stats
 	s.RateBps = q.cc.rateBps()
 	return s

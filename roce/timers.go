@@ -15,6 +15,9 @@ type rtoTimer struct {
 // Deadline implements verbs.Transport: the earlier of the retransmission
 // timer and the pacing deadline.
 func (q *QP) Deadline() (int64, bool) {
+	if debugInvariants {
+		q.checkInvariants()
+	}
 	if q.state != verbs.QPReady {
 		return 0, false
 	}
@@ -30,13 +33,9 @@ func (q *QP) Deadline() (int64, bool) {
 
 // Tick implements verbs.Transport: the retransmission timer.
 func (q *QP) Tick(now int64) {
-	q.tick(now)
 	if debugInvariants {
 		q.checkInvariants()
 	}
-}
-
-func (q *QP) tick(now int64) {
 	if q.state != verbs.QPReady || !q.rto.on || now < q.rto.at {
 		return
 	}
