@@ -22,7 +22,7 @@ func (w *wrEntry) end() uint64 { return w.first + w.n }
 // by first.
 type wrQueue struct {
 	ring.Ring[wrEntry]
-	cur int // the WR holding the next new sequence (0 when empty)
+	cur int // the WR of the packet last picked to send: go-back-N's sndNxt, IRN's sndMax (0 when empty)
 }
 
 // find returns the index of the WR holding seq, which must lie in
