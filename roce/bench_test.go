@@ -39,7 +39,7 @@ func newSteady(tb testing.TB, cfg Config) *steady {
 func (s *steady) step(tb testing.TB) {
 	tx, ok := s.p.a.Send(s.now, 1, s.buf)
 	if !ok {
-		tb.Fatalf("no packet: n=%d now=%d paceWait=%v paceAt=%d sndNxt=%d una=%d max=%d nextSeq=%d state=%v b=%+v", s.n, s.now, s.p.a.paceWait, s.p.a.paceAt, s.p.a.sndNxt, s.p.a.sndUna, s.p.a.sndMax, s.p.a.nextSeq, s.p.a.state, s.p.b.Stats())
+		tb.Fatalf("no packet: n=%d now=%d paceWait=%v paceAt=%d una=%d max=%d nextSeq=%d state=%v b=%+v", s.n, s.now, s.p.a.paceWait, s.p.a.paceAt, s.p.a.sndUna, s.p.a.sndMax, s.p.a.nextSeq, s.p.a.state, s.p.b.Stats())
 	}
 	s.rx = verbs.Rx{Data: s.buf[:tx.Len], WireLen: tx.WireLen, SrcHost: 0}
 	s.p.b.Receive(s.now, &s.rx)

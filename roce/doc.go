@@ -2,10 +2,26 @@
 // pair over UDP 4791 with go-back-N (the IB requester/responder rules) or
 // IRN-style selective repeat, and DCQCN, TIMELY or no congestion control,
 // written as a pure per-QP state machine (verbs.Transport) plus its wire
-// codec. It imports only the standard library and package verbs; it has no
-// goroutines, reads no clock and keeps no global state; its only
-// randomness (the derived UDP source port and flow label) comes from the
-// seed given to New.
+// codec. It imports only the standard library, package verbs, package ib
+// (PSN arithmetic) and the shared internal/ring and internal/rng; it has
+// no goroutines, reads no clock and keeps no global state (but a debug
+// switch its tests turn on); its only randomness (the derived UDP source
+// port and flow label) comes from the seed given to New.
+//
+// # Reading the code
+//
+// A QP (qp.go) is a requester (requester.go: Send, ACK and NAK handling)
+// and a responder (responder.go: Receive, ACK coalescing, the DCQCN
+// notification point) sharing a control-packet queue (control.go) and a
+// retransmission timer (timers.go). What go-back-N and IRN do
+// differently is one small interface, reliability (reliability.go), with
+// one file per mode: gbn.go and irn.go. The sending rate is another,
+// congestion (cc.go): cc_dcqcn.go, cc_timely.go, cc_none.go. Per-packet
+// requester state is an explicit enum with one transition function
+// (inflight.go); the invariants the state keeps are stated next to it and
+// checked after every step by the tests (invariants.go). The transcripts
+// in testdata/dcqcn.txt and testdata/timely.txt walk through the
+// congestion-control rules one input at a time.
 //
 // # Operations
 //
