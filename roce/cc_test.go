@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"github.com/vcluster/vcluster/ib"
 	"math"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestCNPRateLimited(t *testing.T) {
 // cnp delivers one CNP to p.a at p.now.
 func (p *pair) cnp() {
 	buf := make([]byte, 64)
-	h := Header{Opcode: OpCNP, PKey: DefaultPKey, DestQP: qpnA, BECN: true}
+	h := Header{BTH: ib.BTH{Opcode: OpCNP, PKey: DefaultPKey, DestQP: qpnA, BECN: true}}
 	n, w, _ := Encode(buf, &h, false, nil, 0)
 	p.a.Receive(p.now, &verbs.Rx{Data: buf[:n], WireLen: w})
 }

@@ -1,6 +1,9 @@
 package roce
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // ctrlPkt is a queued control packet: a NAK, an IRN NACK, an ACK ahead of
 // an error NAK, or a CNP.
@@ -37,7 +40,7 @@ func (q *QP) nak(code uint8, seq uint64, msn uint32) {
 // use DSCPControl.
 func (q *QP) sendCtrl(buf []byte, c ctrlPkt) (verbs.Tx, bool) {
 	h := &q.hdrWrite
-	*h = Header{Opcode: c.op, PKey: DefaultPKey, DestQP: q.peer.QPN, PSN: c.psn}
+	*h = Header{BTH: ib.BTH{Opcode: c.op, PKey: DefaultPKey, DestQP: q.peer.QPN, PSN: c.psn}}
 	if c.op == OpCNP {
 		h.BECN = true
 		h.PSN = 0

@@ -95,7 +95,7 @@ func (q *QP) buildData(now int64, seq uint64, wi int, buf []byte) verbs.Tx {
 	last := idx == w.n-1
 	imm := w.wr.Op == verbs.OpWriteImm
 	h := &q.hdrWrite
-	*h = Header{PKey: DefaultPKey, DestQP: q.peer.QPN, PSN: q.psnOf(seq)}
+	*h = Header{BTH: ib.BTH{PKey: DefaultPKey, DestQP: q.peer.QPN, PSN: q.psnOf(seq)}}
 	switch {
 	case w.n == 1 && imm:
 		h.Opcode = OpWriteOnlyImm

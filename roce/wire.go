@@ -74,17 +74,11 @@ type AETH = ib.AETH
 // Header is a decoded BTH with the extension headers its opcode carries.
 // Its BTH fields are those of ib.BTH that RoCEv2 uses.
 type Header struct {
-	Opcode uint8
-	SE     bool  // solicited event
-	M      bool  // MigReq
-	PadCnt uint8 // set by Encode from the payload length
-	TVer   uint8 // always 0
-	PKey   uint16
-	FECN   bool
-	BECN   bool
-	DestQP uint32 // 24 bits
-	AckReq bool
-	PSN    uint32 // 24 bits
+	// BTH is the base transport header; RoCEv2 uses Opcode, SE, MigReq,
+	// PadCnt (set by Encode from the payload length), TVer (always 0),
+	// PKey, FECN, BECN, DestQP, AckReq and PSN. Decode zeroes the reserved
+	// bits (Resv6a, Resv7: Rtx, TS, Resv5), which receivers ignore.
+	ib.BTH
 
 	HasRETH bool
 	RETH    RETH
@@ -109,21 +103,6 @@ func (p *Packet) Elided() bool { return len(p.Payload) < p.PayloadLen }
 // putBTH writes the BTH of h with pad count pad (TVer 0, reserved bits 0)
 // into b, which holds BTHLen bytes. It assigns fields rather than build a
 // composite literal, which the compiler would make on the stack and copy.
-func (h *Header) putBTH(b []byte, pad uint8) {
-	var bth ib.BTH
-	bth.Opcode, bth.SE, bth.MigReq, bth.PadCnt, bth.PKey = h.Opcode, h.SE, h.M, pad, h.PKey
-	bth.FECN, bth.BECN, bth.DestQP, bth.AckReq, bth.PSN = h.FECN, h.BECN, h.DestQP, h.AckReq, h.PSN
-	bth.Put(b)
-}
-
-// setBTH copies the BTH fields RoCEv2 uses into h; it ignores the
-// reserved bits (Resv6a, Resv7), as receivers must.
-func (h *Header) setBTH(b *ib.BTH) {
-	h.Opcode, h.SE, h.M, h.PadCnt, h.TVer = b.Opcode, b.SE, b.MigReq, b.PadCnt, b.TVer
-	h.PKey, h.FECN, h.BECN, h.DestQP = b.PKey, b.FECN, b.BECN, b.DestQP
-	h.AckReq, h.PSN = b.AckReq, b.PSN
-}
-
 // layout returns which extension headers an opcode carries. rethEvery is
 // the IRN extension: every WRITE packet carries a RETH with its own VA.
 func layout(op uint8, rethEvery bool) (reth, imm, aeth bool, extra int, ok bool) {
@@ -212,7 +191,8 @@ func Encode(buf []byte, h *Header, rethEvery bool, payload []byte, payloadLen in
 	}
 	b := buf[:stored]
 	// The lengths are checked above: no Put below can fail.
-	h.putBTH(b, uint8(pad))
+	h.PadCnt = uint8(pad)
+	h.BTH.Put(b)
 	off := BTHLen
 	if reth {
 		h.RETH.Put(b[off:])
@@ -243,22 +223,21 @@ func Encode(buf []byte, h *Header, rethEvery bool, payload []byte, payloadLen in
 // rethEvery selects the IRN layout (a RETH on every WRITE packet). Decode
 // never panics; malformed input yields an error.
 func (p *Packet) Decode(b []byte, wireLen int, rethEvery bool) error {
-	var bth ib.BTH
-	if bth.Parse(b) != nil {
+	h := &p.Header
+	if h.BTH.Parse(b) != nil {
 		return ErrShort
 	}
 	if wireLen < len(b) {
 		return ErrLength
 	}
-	h := &p.Header
-	reth, imm, aeth, extra, ok := layout(bth.Opcode, rethEvery)
+	reth, imm, aeth, extra, ok := layout(h.Opcode, rethEvery)
 	if !ok {
 		return ErrOpcode
 	}
-	if bth.TVer != 0 {
+	if h.TVer != 0 {
 		return ErrTVer
 	}
-	h.setBTH(&bth)
+	h.Resv6a, h.Rtx, h.TS, h.Resv5 = 0, false, false, 0 // reserved: ignored
 	off := BTHLen
 	need := off + extra
 	if reth {

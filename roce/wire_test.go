@@ -3,6 +3,7 @@ package roce
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/vcluster/vcluster/ib"
 	"testing"
 
 	"github.com/vcluster/vcluster/verbs"
@@ -11,9 +12,7 @@ import (
 var allOps = []uint8{OpWriteFirst, OpWriteMiddle, OpWriteLast, OpWriteLastImm, OpWriteOnly, OpWriteOnlyImm, OpAck, OpCNP}
 
 func sampleHeader(op uint8) Header {
-	h := Header{Opcode: op, SE: op == OpWriteLastImm, PKey: DefaultPKey, DestQP: 0xabcdef, AckReq: op == OpWriteLast, PSN: 0x123456,
-		RETH: RETH{VA: 0x0102030405060708, RKey: 0x11223344, DMALen: 0x8000}, Imm: 0xdeadbeef,
-		AETH: AETH{Syndrome: SyndromeNAK | NakPSNSeqError, MSN: 0x654321}}
+	h := Header{BTH: ib.BTH{Opcode: op, SE: op == OpWriteLastImm, PKey: DefaultPKey, DestQP: 0xabcdef, AckReq: op == OpWriteLast, PSN: 0x123456}, RETH: RETH{VA: 0x0102030405060708, RKey: 0x11223344, DMALen: 0x8000}, Imm: 0xdeadbeef, AETH: AETH{Syndrome: SyndromeNAK | NakPSNSeqError, MSN: 0x654321}}
 	if op == OpCNP {
 		h.BECN = true
 	}
@@ -115,13 +114,13 @@ func TestCodecLayout(t *testing.T) {
 		t.Fatalf("payload, pad, ICRC % x", b[32:])
 	}
 	// ACK: BTH + AETH + ICRC = 20 bytes.
-	h = Header{Opcode: OpAck, PKey: DefaultPKey, DestQP: 7, PSN: 9, AETH: AETH{Syndrome: SyndromeACK | CreditsInvalid, MSN: 5}}
+	h = Header{BTH: ib.BTH{Opcode: OpAck, PKey: DefaultPKey, DestQP: 7, PSN: 9}, AETH: AETH{Syndrome: SyndromeACK | CreditsInvalid, MSN: 5}}
 	n, _, _ = Encode(buf, &h, false, nil, 0)
 	if n != 20 || buf[12] != 0x1F || buf[13] != 0 || buf[14] != 0 || buf[15] != 5 {
 		t.Fatalf("ACK % x", buf[:n])
 	}
 	// CNP: BTH (BECN) + 16 reserved + ICRC = 32 bytes.
-	h = Header{Opcode: OpCNP, PKey: DefaultPKey, DestQP: 7, BECN: true}
+	h = Header{BTH: ib.BTH{Opcode: OpCNP, PKey: DefaultPKey, DestQP: 7, BECN: true}}
 	n, _, _ = Encode(buf, &h, false, nil, 0)
 	if n != 32 || buf[0] != 0x81 || buf[4] != 0x40 || !bytes.Equal(buf[12:32], make([]byte, 20)) {
 		t.Fatalf("CNP % x", buf[:n])
@@ -269,8 +268,7 @@ func FuzzDecodeEncode(f *testing.F) {
 		if syn&0x60 == 0x40 {
 			syn &^= 0x40
 		}
-		h := Header{Opcode: op, PKey: DefaultPKey, DestQP: qpn & PSNMask, PSN: psn & PSNMask, AckReq: n&1 == 1,
-			RETH: RETH{VA: va, RKey: rkey, DMALen: dmalen}, Imm: imm, AETH: AETH{Syndrome: syn, MSN: msn & PSNMask}}
+		h := Header{BTH: ib.BTH{Opcode: op, PKey: DefaultPKey, DestQP: qpn & PSNMask, PSN: psn & PSNMask, AckReq: n&1 == 1}, RETH: RETH{VA: va, RKey: rkey, DMALen: dmalen}, Imm: imm, AETH: AETH{Syndrome: syn, MSN: msn & PSNMask}}
 		var payload []byte
 		if stored {
 			payload = make([]byte, n)
