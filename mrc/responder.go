@@ -27,6 +27,13 @@ type responderState struct {
 	stats ResponderStats
 }
 
+// Responder per-PSN flags.
+const (
+	rfLast uint8 = 1 << iota
+	rfImm
+	rfAR
+)
+
 type ceEnt struct {
 	ev     uint32
 	streak uint8
