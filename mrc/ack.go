@@ -6,6 +6,7 @@ package mrc
 import (
 	"math/bits"
 
+	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -16,7 +17,7 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 		return
 	}
 	cack := s.CackPSN
-	if psnDiff(cack, psnAdd(q.sndNxt, -1)) > 0 {
+	if ib.PSNDiff(cack, ib.PSNAdd(q.sndNxt, -1)) > 0 {
 		q.ms.Malformed++ // acknowledges PSNs never sent
 		return
 	}
@@ -51,7 +52,7 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	// times the transmission that triggered it.
 	var delay int64
 	hasDelay := false
-	if trig := psnAdd(cack, int(s.AckOffset)); !s.ProbeResp && q.inFlightRange(trig) {
+	if trig := ib.PSNAdd(cack, int(s.AckOffset)); !s.ProbeResp && q.inFlightRange(trig) {
 		r := &q.recs[trig&q.recMask]
 		if r.live && (r.tx == 1 && !s.RtxEcho || r.tx == 2 && s.RtxEcho) {
 			rtt := now - r.sendTime
@@ -65,12 +66,12 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	var rcvd int64
 	if d := int32((c.RcvdBytes-q.rcvdUnits)<<8) >> 8; d > 0 {
 		rcvd = int64(d) << 8
-		q.rcvdUnits = c.RcvdBytes & psnMask
+		q.rcvdUnits = c.RcvdBytes & ib.PSNMask
 	}
 	newly := q.ackCumulative(cack)
-	base := psnAdd(cack, int(s.SackOffset))
+	base := ib.PSNAdd(cack, int(s.SackOffset))
 	for bm := s.Bitmap; bm != 0; bm &= bm - 1 {
-		p := psnAdd(base, bits.TrailingZeros64(bm))
+		p := ib.PSNAdd(base, bits.TrailingZeros64(bm))
 		if q.inFlightRange(p) {
 			if r := &q.recs[p&q.recMask]; r.live && !r.acked {
 				newly += q.ackRec(r)
@@ -116,8 +117,8 @@ func (q *QP) sampleRTT(rtt int64) {
 // ackCumulative acknowledges every PSN up to cack and frees their records.
 func (q *QP) ackCumulative(cack uint32) int64 {
 	var newly int64
-	for psnDiff(cack, q.cack) > 0 {
-		p := psnAdd(q.cack, 1)
+	for ib.PSNDiff(cack, q.cack) > 0 {
+		p := ib.PSNAdd(q.cack, 1)
 		r := &q.recs[p&q.recMask]
 		if r.live && !r.acked {
 			newly += q.ackRec(r)
@@ -134,7 +135,7 @@ func (q *QP) ackCumulative(cack uint32) int64 {
 // releaseHeld queues every packet held after a resource NACK for
 // retransmission.
 func (q *QP) releaseHeld() {
-	for p := psnAdd(q.cack, 1); q.held > 0 && psnDiff(p, q.sndNxt) < 0; p = psnAdd(p, 1) {
+	for p := ib.PSNAdd(q.cack, 1); q.held > 0 && ib.PSNDiff(p, q.sndNxt) < 0; p = ib.PSNAdd(p, 1) {
 		if r := &q.recs[p&q.recMask]; r.live && r.held {
 			r.nacks = 0
 			q.lose(p, r)
@@ -191,7 +192,7 @@ func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
 	if a.Syndrome>>5 != 0 {
 		return
 	}
-	if psnDiff(bth.PSN, psnAdd(q.sndNxt, -1)) > 0 {
+	if ib.PSNDiff(bth.PSN, ib.PSNAdd(q.sndNxt, -1)) > 0 {
 		q.ms.Malformed++
 		return
 	}

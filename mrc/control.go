@@ -3,7 +3,10 @@ package mrc
 // The controller's and the NIC's commands: plane status, EV and path
 // denial, receiver penalty, and the EV views they read.
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // PollEVChanges appends the EV state changes since the last call to dst,
 // oldest first, and forgets them (at most MaxEVChanges are kept between
@@ -52,7 +55,7 @@ func (q *QP) applyPlane(plane int) {
 	if up || q.state != verbs.QPReady {
 		return
 	}
-	for p := psnAdd(q.cack, 1); psnDiff(p, q.sndNxt) < 0; p = psnAdd(p, 1) {
+	for p := ib.PSNAdd(q.cack, 1); ib.PSNDiff(p, q.sndNxt) < 0; p = ib.PSNAdd(p, 1) {
 		r := &q.recs[p&q.recMask]
 		if r.live && r.inflight && int(q.evs.evs[r.ev].plane) == plane {
 			q.lose(p, r)

@@ -3,7 +3,10 @@ package mrc
 // The queue of control packets (SACK, ACK, NACK, probe) waiting for Send,
 // and their encoding when Send takes them.
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // ctrl kinds.
 const (
@@ -26,44 +29,36 @@ type ctrlEnt struct {
 	ev        uint32
 }
 
+// pushCtrl queues a control packet, or drops and counts it when the queue
+// holds CtrlQueue already (a power of two ≥ 16, Validate: the ring grows
+// to exactly that).
 func (q *QP) pushCtrl(e ctrlEnt) {
-	if q.ctrlN == len(q.ctrl) {
-		if len(q.ctrl) >= q.cfg.CtrlQueue {
-			q.ms.CtrlDropped++
-			return
-		}
-		// Double the ring, unrolling it so the head is at 0.
-		grown := make([]ctrlEnt, 2*len(q.ctrl))
-		for i := 0; i < q.ctrlN; i++ {
-			grown[i] = q.ctrl[(q.ctrlHead+i)&(len(q.ctrl)-1)]
-		}
-		q.ctrl, q.ctrlHead = grown, 0
+	if q.ctrl.Len() >= q.cfg.CtrlQueue {
+		q.ms.CtrlDropped++
+		return
 	}
-	q.ctrl[(q.ctrlHead+q.ctrlN)&(len(q.ctrl)-1)] = e
-	q.ctrlN++
+	q.ctrl.Push(e)
 }
 
 func (q *QP) sendCtrl(now int64, buf []byte) (verbs.Tx, bool) {
-	e := q.ctrl[q.ctrlHead]
-	q.ctrlHead = (q.ctrlHead + 1) & (len(q.ctrl) - 1)
-	q.ctrlN--
-	cack := psnAdd(q.ePSN, -1)
+	e := q.ctrl.Pop()
+	cack := ib.PSNAdd(q.ePSN, -1)
 	bth := BTH{PKey: DefaultPKey, DestQP: q.remote.QPN, PSN: cack}
 	var n int
 	switch e.kind {
 	case ctrlSACK:
 		s := SETH{M: e.m, ProbeResp: e.probeResp, RtxEcho: e.rtxEcho, EV: e.ev, CackPSN: cack,
 			MPR: uint8(q.rcvWin / 128)}
-		ao := psnDiff(e.psn, cack)
+		ao := ib.PSNDiff(e.psn, cack)
 		s.AckOffset = int16(max(-1<<15, min(1<<15-1, ao)))
 		off := 1
-		if o := psnDiff(e.psn, q.ePSN); o > 47 {
+		if o := ib.PSNDiff(e.psn, q.ePSN); o > 47 {
 			off = o - 46
 		}
 		s.SackOffset = uint16(off)
-		s.Bitmap = q.sackBits(psnAdd(cack, off))
+		s.Bitmap = q.sackBits(ib.PSNAdd(cack, off))
 		c := CCState{TSEcho: e.ts, OOOCount: uint16(min(q.rcount, 0x7fff)), RcvCwndPen: q.rcvPen,
-			RcvdBytes: uint32(q.rcvdBytes>>8) & psnMask}
+			RcvdBytes: uint32(q.rcvdBytes>>8) & ib.PSNMask}
 		n, _ = EncodeSACK(buf, bth, &s, &c)
 		q.ms.SACKsSent++
 	case ctrlAck:
@@ -78,7 +73,7 @@ func (q *QP) sendCtrl(now int64, buf []byte) (verbs.Tx, bool) {
 		n, _ = EncodeNACK(buf, bth, &NETH{Code: e.code, RtxEcho: e.rtxEcho, TSEcho: e.ts, EV: e.ev, PSN: e.psn})
 		q.ms.NACKsSent++
 	case ctrlProbe:
-		bth.PSN = psnAdd(q.sndNxt, -1)
+		bth.PSN = ib.PSNAdd(q.sndNxt, -1)
 		n, _ = EncodeProbe(buf, bth, PETH{EV: e.ev, Seq: e.seq, TS: uint16(now >> 7)})
 		q.ms.ProbesSent++
 	}

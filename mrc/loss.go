@@ -3,7 +3,10 @@ package mrc
 // The requester's loss detection and retry accounting: NACKs, the
 // fast-loss rule (LossOOO's SLEEK, LossPerHole), and the retry limit.
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // lose takes a PSN's current transmission out of flight and queues it for
 // retransmission.
@@ -12,7 +15,7 @@ func (q *QP) lose(psn uint32, r *pktRec) {
 	q.leaveFlight(r)
 	if !r.queued {
 		r.queued = true
-		q.rtxQ.push(psn)
+		q.rtxQ.Push(psn)
 	}
 }
 
@@ -59,14 +62,14 @@ func (q *QP) detectLoss(now int64) {
 	if perHole {
 		thr = q.sleekThreshold()
 	}
-	for q.order.len() > 0 {
-		f := q.order.front()
+	for q.order.Len() > 0 {
+		f := q.order.Front()
 		r := &q.recs[f.psn&q.recMask]
 		settled := !r.live || r.acked || !r.inflight || r.seq != f.seq || !q.inFlightRange(f.psn)
 		if !settled && f.seq >= q.tlpCut && (!perHole || f.seq+thr > q.hiAcked) {
 			return
 		}
-		psn := q.order.pop().psn
+		psn := q.order.Pop().psn
 		if !settled {
 			q.fastLose(now, psn, r, true)
 		}
@@ -106,28 +109,28 @@ func (q *QP) fastLose(now int64, psn uint32, r *pktRec, penalize bool) {
 // range would reach PSNs sent after that SACK left the responder, still in
 // flight, and resend them.
 func (q *QP) sleek(now int64, ooo int, cack uint32) {
-	if q.recovery && psnDiff(q.cack, q.recEnd) >= -1 {
+	if q.recovery && ib.PSNDiff(q.cack, q.recEnd) >= -1 {
 		q.recovery = false
 	}
 	if !q.recovery {
-		if uint64(ooo) < q.sleekThreshold() || q.rtxQ.len() > 0 {
+		if uint64(ooo) < q.sleekThreshold() || q.rtxQ.Len() > 0 {
 			return
 		}
-		q.recovery, q.recEnd, q.rtxNext = true, q.sndNxt, psnAdd(q.cack, 1)
+		q.recovery, q.recEnd, q.rtxNext = true, q.sndNxt, ib.PSNAdd(q.cack, 1)
 		q.ms.LossRecoveries++
 	}
-	from := psnAdd(q.cack, 1)
-	if psnDiff(q.rtxNext, from) > 0 {
+	from := ib.PSNAdd(q.cack, 1)
+	if ib.PSNDiff(q.rtxNext, from) > 0 {
 		from = q.rtxNext
 	}
 	// cack ≤ q.cack: rcvSACK applied it first.
-	end := psnAdd(cack, 1+int(q.cwnd()/int64(q.cfg.PMTU)))
-	if psnDiff(q.recEnd, end) < 0 {
+	end := ib.PSNAdd(cack, 1+int(q.cwnd()/int64(q.cfg.PMTU)))
+	if ib.PSNDiff(q.recEnd, end) < 0 {
 		end = q.recEnd
 	}
-	for p := from; psnDiff(p, end) < 0; p = psnAdd(p, 1) {
+	for p := from; ib.PSNDiff(p, end) < 0; p = ib.PSNAdd(p, 1) {
 		r := &q.recs[p&q.recMask]
-		q.rtxNext = psnAdd(p, 1)
+		q.rtxNext = ib.PSNAdd(p, 1)
 		if r.live && !r.acked && r.inflight {
 			// Recovery resends every unacknowledged PSN in range, also
 			// those merely still in flight (htsim's runSleek does not
@@ -201,7 +204,7 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		}
 		r.timedOut = false
 		q.ms.NackRetransmits++
-		if n.Code == NackPSNOutOfWindow || n.PSN == psnAdd(q.cack, 1) {
+		if n.Code == NackPSNOutOfWindow || n.PSN == ib.PSNAdd(q.cack, 1) {
 			// Out of window: send again. At cack+1 the packet is itself
 			// what the cumulative ack waits for (the SACK that moved cack
 			// may have overtaken the NACK): holding it would stall the QP

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/internal/ring"
+	"github.com/vcluster/vcluster/internal/rng"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -74,8 +77,8 @@ type QP struct {
 	recs     []pktRec
 	recMask  uint32
 	inflight int64
-	rtxQ     ring[uint32]
-	order    ring[sendRec]
+	rtxQ     ring.Ring[uint32]
+	order    ring.Ring[sendRec]
 	timers   timerHeap
 	txSeq    uint64
 	hiAcked  uint64
@@ -111,10 +114,8 @@ type QP struct {
 	rcvdBytes uint64
 	rmsn      uint32
 	rcvPen    uint8
-	ctrl      []ctrlEnt
-	ctrlHead  int
-	ctrlN     int
-	rsp       responderState // resource bounds and EV judgement (responder.go)
+	ctrl      ring.Ring[ctrlEnt] // control packets waiting for Send (ctrlq.go)
+	rsp       responderState     // resource bounds and EV judgement (responder.go)
 }
 
 // New returns a QP in the RESET state. cfg must be valid (Validate); New
@@ -125,11 +126,10 @@ func New(cfg Config, mem *verbs.Memory, qpn uint32, seed uint64) *QP {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	q := &QP{cfg: cfg, mem: mem, qpn: qpn & psnMask, rto: cfg.rto()}
-	q.rng = rand.New(rand.NewPCG(seed, uint64(qpn)^0x6d7263))
+	q := &QP{cfg: cfg, mem: mem, qpn: qpn & ib.PSNMask, rto: cfg.rto()}
+	q.rng = rng.NewPCG(seed, uint64(qpn)^0x6d7263)
 	q.evs.init(&q.cfg, q.rng)
 	q.cc.init(ResolveNSCC(&q.cfg), cfg.DisableCC)
-	q.ctrl = make([]ctrlEnt, min(16, cfg.CtrlQueue)) // grows to CtrlQueue on demand
 	return q
 }
 
@@ -168,7 +168,7 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 		return ErrConnected
 	}
 	for _, a := range []*verbs.QPAttrs{&local, &remote} {
-		if a.QPN > psnMask || a.InitialPSN > psnMask || a.MaxPSNRange < 0 || a.MaxPSNRange > 255 || a.MaxWImm < 0 {
+		if a.QPN > ib.PSNMask || a.InitialPSN > ib.PSNMask || a.MaxPSNRange < 0 || a.MaxPSNRange > 255 || a.MaxWImm < 0 {
 			return ErrAttrs
 		}
 	}
@@ -194,7 +194,7 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 	q.recs = make([]pktRec, n)
 	q.recMask = uint32(n - 1)
 	q.sndNxt = local.InitialPSN
-	q.cack = psnAdd(local.InitialPSN, -1)
+	q.cack = ib.PSNAdd(local.InitialPSN, -1)
 
 	q.rcvWin = rw * 128
 	n = 128
@@ -210,11 +210,6 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 	q.state = verbs.QPReady
 	return nil
 }
-
-func psnAdd(a uint32, n int) uint32 { return uint32(int64(a)+int64(n)) & psnMask }
-
-// psnDiff returns a − b in 24-bit serial arithmetic (−2^23 .. 2^23−1).
-func psnDiff(a, b uint32) int { return int(int32((a-b)<<8) >> 8) }
 
 // Post validates and queues a work request.
 func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
@@ -238,7 +233,7 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 		return verbs.Tx{}, false
 	}
 	q.evs.clock = now
-	if q.ctrlN > 0 {
+	if q.ctrl.Len() > 0 {
 		return q.sendCtrl(now, buf)
 	}
 	return q.sendData(now, freePlanes, buf)
@@ -279,7 +274,7 @@ func (q *QP) Receive(now int64, rx *verbs.Rx) {
 
 // inFlightRange reports whether psn is in (cack, sndNxt).
 func (q *QP) inFlightRange(psn uint32) bool {
-	return psnDiff(psn, q.cack) > 0 && psnDiff(psn, q.sndNxt) < 0
+	return ib.PSNDiff(psn, q.cack) > 0 && ib.PSNDiff(psn, q.sndNxt) < 0
 }
 
 // PollCompletions appends finished completions to dst and forgets them.

@@ -4,7 +4,10 @@ package mrc
 // packets and retransmissions chosen under cwnd, MPR and MaxWImm, and
 // completions in post order.
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // pktRec is the requester's state of one PSN in [cack+1, sndNxt).
 type pktRec struct {
@@ -52,11 +55,11 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 		return verbs.Tx{}, false
 	}
 	cwnd := q.cwnd()
-	for q.rtxQ.len() > 0 {
-		psn := *q.rtxQ.front()
+	for q.rtxQ.Len() > 0 {
+		psn := *q.rtxQ.Front()
 		r := &q.recs[psn&q.recMask]
 		if !q.inFlightRange(psn) || !r.live || r.acked || !r.queued || r.inflight {
-			q.rtxQ.pop()
+			q.rtxQ.Pop()
 			if q.inFlightRange(psn) && r.live && !r.inflight {
 				r.queued = false
 			}
@@ -73,11 +76,11 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 		if ev < 0 {
 			return verbs.Tx{}, false
 		}
-		q.rtxQ.pop()
+		q.rtxQ.Pop()
 		r.queued = false
 		return q.emitData(now, psn, r, ev, true, buf), true
 	}
-	if q.wrCur >= len(q.wrs) || psnDiff(q.sndNxt, q.cack) > q.sndMPR {
+	if q.wrCur >= len(q.wrs) || ib.PSNDiff(q.sndNxt, q.cack) > q.sndMPR {
 		return verbs.Tx{}, false
 	}
 	w := &q.wrs[q.wrCur]
@@ -108,7 +111,7 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 		}
 	}
 	psn := q.sndNxt
-	q.sndNxt = psnAdd(psn, 1)
+	q.sndNxt = ib.PSNAdd(psn, 1)
 	r := &q.recs[psn&q.recMask]
 	*r = pktRec{wr: q.wrBase + uint64(q.wrCur), off: uint32(off), plen: uint32(plen), live: true}
 	w.sent++
@@ -157,7 +160,7 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 	// AckReq: on the last packet of a message, and whenever this packet
 	// closes the window (cwnd or MPR), so the responder never sits on
 	// unacknowledged data below its byte threshold.
-	ar := last || q.inflight+int64(q.cfg.PMTU) > q.cwnd() || psnDiff(psn, q.cack) >= q.sndMPR
+	ar := last || q.inflight+int64(q.cfg.PMTU) > q.cwnd() || ib.PSNDiff(psn, q.cack) >= q.sndMPR
 	h := DataHeader{
 		BTH:   BTH{Opcode: op, PKey: DefaultPKey, DestQP: q.remote.QPN, AckReq: ar, Rtx: rtx, TS: true, PSN: psn},
 		METH:  METH{RQMSN: w.rqmsn, MSN: w.msn},
@@ -174,7 +177,7 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 			n += ICRCLen
 		}
 	}
-	q.order.push(sendRec{seq: r.seq, psn: psn})
+	q.order.Push(sendRec{seq: r.seq, psn: psn})
 	q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
 	dscp := uint8(verbs.DSCPTrimmable)
 	if rtx {
@@ -192,7 +195,7 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 func (q *QP) completeWRs() {
 	for q.wrHead < q.wrCur {
 		w := &q.wrs[q.wrHead]
-		if psnDiff(q.cack, psnAdd(w.firstPSN, int(w.npkts)-1)) < 0 {
+		if ib.PSNDiff(q.cack, ib.PSNAdd(w.firstPSN, int(w.npkts)-1)) < 0 {
 			break
 		}
 		q.comps = append(q.comps, verbs.Completion{WRID: w.wr.ID, QPN: q.qpn, Op: w.wr.Op,
@@ -232,10 +235,10 @@ func (q *QP) fail(status verbs.Status, failing uint64) {
 	q.wrBase += uint64(len(q.wrs))
 	q.wrs = q.wrs[:0]
 	q.wrHead, q.wrCur = 0, 0
-	q.rtxQ.clear()
-	q.order.clear()
+	q.rtxQ.Clear()
+	q.order.Clear()
 	q.timers = q.timers[:0]
 	q.stallAt = 0
-	q.ctrlN = 0
+	q.ctrl.Clear()
 	q.inflight = 0
 }

@@ -3,7 +3,10 @@ package mrc
 // The responder half of a QP: placing data packets, the receive window and
 // bitmap, and the SACK/NACK/ACK it queues for sendCtrl.
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // ResponderStats count what the responder's resource bounds and EV
 // judgement (ResponderConfig) generated.
@@ -138,7 +141,7 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		if bth.TS && len(b) >= BTHLen+METHLen+2 {
 			ts = uint16(b[BTHLen+METHLen])<<8 | uint16(b[BTHLen+METHLen+1])
 		}
-		d := psnDiff(bth.PSN, q.ePSN)
+		d := ib.PSNDiff(bth.PSN, q.ePSN)
 		switch {
 		case d >= q.rcvWin:
 			q.ms.OutOfWindow++
@@ -172,7 +175,7 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		q.queueNACK(NackUnexpEvent, psn, rx.EV, h.BTH.Rtx, ts)
 		return
 	}
-	d := psnDiff(psn, q.ePSN)
+	d := ib.PSNDiff(psn, q.ePSN)
 	if d < 0 {
 		// Below ePSN: Transport ACK plus SACK.
 		q.stats.DuplicatesReceived++
@@ -246,7 +249,7 @@ func (q *QP) advance() bool {
 		q.rbits[i>>6] &^= 1 << (i & 63)
 		f := q.rflags[i]
 		if f&rfLast != 0 {
-			q.rmsn = (q.rmsn + 1) & psnMask
+			q.rmsn = (q.rmsn + 1) & ib.PSNMask
 		}
 		if f&rfImm != 0 {
 			q.rsp.immHeld--
@@ -258,7 +261,7 @@ func (q *QP) advance() bool {
 		}
 		q.rflags[i] = 0
 		q.rcount--
-		q.ePSN = psnAdd(q.ePSN, 1)
+		q.ePSN = ib.PSNAdd(q.ePSN, 1)
 	}
 	return ar
 }
@@ -273,13 +276,13 @@ func (q *QP) rcvProbe(now int64, rx *verbs.Rx) {
 	if rx.CE {
 		m = PathSkipOnce
 	}
-	q.queueSACK(psnAdd(q.ePSN, -1), rx.EV, m, false, p.TS, true)
+	q.queueSACK(ib.PSNAdd(q.ePSN, -1), rx.EV, m, false, p.TS, true)
 }
 
 // sackBits returns the 64 receive-bitmap bits from PSN base, masked to the
 // window [ePSN, ePSN+rcvWin).
 func (q *QP) sackBits(base uint32) uint64 {
-	valid := psnDiff(psnAdd(q.ePSN, q.rcvWin), base)
+	valid := ib.PSNDiff(ib.PSNAdd(q.ePSN, q.rcvWin), base)
 	if valid <= 0 {
 		return 0
 	}

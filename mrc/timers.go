@@ -4,7 +4,10 @@ package mrc
 // the tail-loss probe and EV probes, as Deadline announces and Tick runs
 // them.
 
-import "github.com/vcluster/vcluster/verbs"
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // noteStall starts the QP's retry clock when it has work, nothing
 // outstanding (no packet timer can run) and no path to send on: no plane
@@ -12,7 +15,7 @@ import "github.com/vcluster/vcluster/verbs"
 // every path is gone thus fails after the same retry schedule as a packet
 // that is never acknowledged, instead of waiting forever.
 func (q *QP) noteStall(now int64) {
-	if q.stallAt != 0 || !q.busy() || psnDiff(q.sndNxt, q.cack) != 1 || q.evs.anyPath() {
+	if q.stallAt != 0 || !q.busy() || ib.PSNDiff(q.sndNxt, q.cack) != 1 || q.evs.anyPath() {
 		return
 	}
 	q.stallAt = now + q.timeoutFor(q.stallN)
@@ -71,7 +74,7 @@ func (q *QP) Deadline() (int64, bool) {
 // probe yet. It always precedes the RTO in practice (2 RTTs against an RTO
 // of many); a timer due first wins (Tick runs timers first).
 func (q *QP) tlpAt() (int64, bool) {
-	if q.cfg.TLPFactor <= 0 || q.tlpFired || q.inflight <= 0 || q.rtxQ.len() > 0 {
+	if q.cfg.TLPFactor <= 0 || q.tlpFired || q.inflight <= 0 || q.rtxQ.Len() > 0 {
 		return 0, false
 	}
 	rtt := q.srtt
@@ -88,7 +91,7 @@ func (q *QP) tlpAt() (int64, bool) {
 // arrived, shows what did.
 func (q *QP) tailLossProbe() {
 	q.tlpFired = true
-	for p := psnAdd(q.sndNxt, -1); psnDiff(p, q.cack) > 0; p = psnAdd(p, -1) {
+	for p := ib.PSNAdd(q.sndNxt, -1); ib.PSNDiff(p, q.cack) > 0; p = ib.PSNAdd(p, -1) {
 		r := &q.recs[p&q.recMask]
 		if r.live && !r.acked && r.inflight {
 			q.lose(p, r)
@@ -164,7 +167,7 @@ func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
 // still no path counts toward the retry limit of the first waiting work
 // request; a path that came back stops the clock (Send follows Tick).
 func (q *QP) stallTimeout(now int64) {
-	if q.evs.anyPath() || !q.busy() || psnDiff(q.sndNxt, q.cack) != 1 {
+	if q.evs.anyPath() || !q.busy() || ib.PSNDiff(q.sndNxt, q.cack) != 1 {
 		q.stallAt, q.stallN = 0, 0
 		return
 	}
