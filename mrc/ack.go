@@ -54,7 +54,7 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	hasDelay := false
 	if trig := ib.PSNAdd(cack, int(s.AckOffset)); !s.ProbeResp && q.inFlightRange(trig) {
 		r := &q.recs[trig&q.recMask]
-		if r.live && (r.tx == 1 && !s.RtxEcho || r.tx == 2 && s.RtxEcho) {
+		if r.state != sendFree && (r.tx == 1 && !s.RtxEcho || r.tx == 2 && s.RtxEcho) {
 			rtt := now - r.sendTime
 			q.sampleRTT(rtt)
 			delay, hasDelay = max(0, rtt-int64(q.cc.p.BaseRTT)), true
@@ -73,8 +73,8 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	for bm := s.Bitmap; bm != 0; bm &= bm - 1 {
 		p := ib.PSNAdd(base, bits.TrailingZeros64(bm))
 		if q.inFlightRange(p) {
-			if r := &q.recs[p&q.recMask]; r.live && !r.acked {
-				newly += q.ackRec(r)
+			if r := &q.recs[p&q.recMask]; r.state != sendFree && r.state != sendAcked {
+				newly += q.ackRec(p, r)
 			}
 		}
 	}
@@ -120,10 +120,12 @@ func (q *QP) ackCumulative(cack uint32) int64 {
 	for ib.PSNDiff(cack, q.cack) > 0 {
 		p := ib.PSNAdd(q.cack, 1)
 		r := &q.recs[p&q.recMask]
-		if r.live && !r.acked {
-			newly += q.ackRec(r)
+		if r.state != sendFree && r.state != sendAcked {
+			newly += q.ackRec(p, r)
 		}
-		r.live = false
+		if r.state != sendFree {
+			q.setState(p, r, sendFree)
+		}
 		q.cack = p
 	}
 	if q.held > 0 && newly > 0 {
@@ -136,7 +138,7 @@ func (q *QP) ackCumulative(cack uint32) int64 {
 // retransmission.
 func (q *QP) releaseHeld() {
 	for p := ib.PSNAdd(q.cack, 1); q.held > 0 && ib.PSNDiff(p, q.sndNxt) < 0; p = ib.PSNAdd(p, 1) {
-		if r := &q.recs[p&q.recMask]; r.live && r.held {
+		if r := &q.recs[p&q.recMask]; r.state == sendHeld {
 			r.nacks = 0
 			q.lose(p, r)
 		}
@@ -144,19 +146,15 @@ func (q *QP) releaseHeld() {
 	q.held = 0
 }
 
-func (q *QP) ackRec(r *pktRec) int64 {
-	r.acked = true
-	q.unhold(r)
+// ackRec acknowledges psn's unacknowledged record r and returns its bytes.
+func (q *QP) ackRec(psn uint32, r *pktRec) int64 {
+	q.setState(psn, r, sendAcked)
 	q.retries = 0 // forward progress resets the connection's retry counter
 	if q.tlpSeq != 0 && r.seq == q.tlpSeq {
 		// The probe got through: whatever was sent before it and is
 		// still unacknowledged, after more than TLPFactor RTTs of
 		// silence, is lost (detectLoss).
 		q.tlpCut, q.tlpSeq = max(q.tlpCut, r.seq), 0
-	}
-	if r.inflight {
-		r.inflight = false
-		q.inflight -= int64(r.plen)
 	}
 	if r.tx == 1 {
 		if r.seq > q.hiAcked {
@@ -177,7 +175,7 @@ func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
 		q.ms.AckNaksReceived++
 		wr := q.wrBase + uint64(q.wrHead)
 		if q.inFlightRange(bth.PSN) {
-			if r := &q.recs[bth.PSN&q.recMask]; r.live {
+			if r := &q.recs[bth.PSN&q.recMask]; r.state != sendFree {
 				wr = r.wr
 			}
 		}

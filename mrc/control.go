@@ -30,6 +30,9 @@ func (q *QP) SetPlaneStatus(plane int, up bool) {
 		q.localDown |= 1 << uint(plane)
 	}
 	q.applyPlane(plane)
+	if debugInvariants {
+		q.assertInvariants()
+	}
 }
 
 // ApplyPortStatus applies a peer's Port Status Update: bit p of mask set ⇔
@@ -38,6 +41,9 @@ func (q *QP) ApplyPortStatus(mask uint32) {
 	q.remoteDown = ^mask
 	for p := range q.evs.planes {
 		q.applyPlane(p)
+	}
+	if debugInvariants {
+		q.assertInvariants()
 	}
 }
 
@@ -57,7 +63,7 @@ func (q *QP) applyPlane(plane int) {
 	}
 	for p := ib.PSNAdd(q.cack, 1); ib.PSNDiff(p, q.sndNxt) < 0; p = ib.PSNAdd(p, 1) {
 		r := &q.recs[p&q.recMask]
-		if r.live && r.inflight && int(q.evs.evs[r.ev].plane) == plane {
+		if r.state == sendInFlight && int(q.evs.evs[r.ev].plane) == plane {
 			q.lose(p, r)
 			r.timedOut = false
 			q.ms.PlaneDownRetx++
@@ -103,6 +109,9 @@ func (q *QP) DenyEV(ev uint32) error {
 		return ErrUnknownEV
 	}
 	q.evs.set(i, EVDenied, q.evs.clock, CauseDeny)
+	if debugInvariants {
+		q.assertInvariants()
+	}
 	return nil
 }
 
@@ -113,6 +122,9 @@ func (q *QP) AllowEV(ev uint32) error {
 		return ErrUnknownEV
 	}
 	q.evs.set(i, EVGood, q.evs.clock, CauseAllow)
+	if debugInvariants {
+		q.assertInvariants()
+	}
 	return nil
 }
 
@@ -140,6 +152,9 @@ func (q *QP) pathCmd(plane, choice int, s EVState) int {
 		if q.evs.set(int32(k), s, q.evs.clock, c) {
 			n++
 		}
+	}
+	if debugInvariants {
+		q.assertInvariants()
 	}
 	return n
 }

@@ -11,27 +11,8 @@ import (
 // lose takes a PSN's current transmission out of flight and queues it for
 // retransmission.
 func (q *QP) lose(psn uint32, r *pktRec) {
-	q.unhold(r)
-	q.leaveFlight(r)
-	if !r.queued {
-		r.queued = true
-		q.rtxQ.Push(psn)
-	}
-}
-
-// leaveFlight takes r's transmission out of the bytes in flight.
-func (q *QP) leaveFlight(r *pktRec) {
-	if r.inflight {
-		r.inflight = false
-		q.inflight -= int64(r.plen)
-	}
-}
-
-// unhold clears r's hold after a resource NACK.
-func (q *QP) unhold(r *pktRec) {
-	if r.held {
-		r.held = false
-		q.held--
+	if r.state != sendLost {
+		q.setState(psn, r, sendLost)
 	}
 }
 
@@ -65,7 +46,7 @@ func (q *QP) detectLoss(now int64) {
 	for q.order.Len() > 0 {
 		f := q.order.Front()
 		r := &q.recs[f.psn&q.recMask]
-		settled := !r.live || r.acked || !r.inflight || r.seq != f.seq || !q.inFlightRange(f.psn)
+		settled := r.state != sendInFlight || r.seq != f.seq || !q.inFlightRange(f.psn)
 		if !settled && f.seq >= q.tlpCut && (!perHole || f.seq+thr > q.hiAcked) {
 			return
 		}
@@ -131,7 +112,7 @@ func (q *QP) sleek(now int64, ooo int, cack uint32) {
 	for p := from; ib.PSNDiff(p, end) < 0; p = ib.PSNAdd(p, 1) {
 		r := &q.recs[p&q.recMask]
 		q.rtxNext = ib.PSNAdd(p, 1)
-		if r.live && !r.acked && r.inflight {
+		if r.state == sendInFlight {
 			// Recovery resends every unacknowledged PSN in range, also
 			// those merely still in flight (htsim's runSleek does not
 			// penalise paths at all). Only a packet a later transmission
@@ -166,11 +147,11 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		return
 	}
 	r := &q.recs[n.PSN&q.recMask]
-	if !r.live || r.acked {
+	if r.state == sendFree || r.state == sendAcked {
 		return
 	}
 	evi := q.evs.lookup(n.EV)
-	current := r.inflight && evi == r.ev // the NACK is about the current transmission
+	current := r.state == sendInFlight && evi == r.ev // the NACK is about the current transmission
 	switch n.Code {
 	case NackTrimmed, NackTrimmedLastHop:
 		if !current {
@@ -215,11 +196,7 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		// A resource NACK: sending again at once is refused again until
 		// ePSN moves, so wait for the cumulative ack to move (the packet's
 		// timer still runs: no progress for an RTO retransmits it anyway).
-		q.leaveFlight(r)
-		if !r.held && !r.queued {
-			r.held = true
-			q.held++
-		}
+		q.setState(n.PSN, r, sendHeld)
 	case NackUnexpEvent:
 		q.fail(verbs.StatusRemoteOp, r.wr)
 	}

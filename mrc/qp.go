@@ -219,6 +219,9 @@ func (q *QP) Post(now int64, wr verbs.WorkRequest) error {
 	}
 	q.wrs = append(q.wrs, wrState{wr: wr, virt: mr.Virtual()})
 	q.stats.BytesPosted += wr.Length
+	if debugInvariants {
+		q.assertInvariants()
+	}
 	return nil
 }
 
@@ -233,10 +236,17 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 		return verbs.Tx{}, false
 	}
 	q.evs.clock = now
+	var tx verbs.Tx
+	var ok bool
 	if q.ctrl.Len() > 0 {
-		return q.sendCtrl(now, buf)
+		tx, ok = q.sendCtrl(now, buf)
+	} else {
+		tx, ok = q.sendData(now, freePlanes, buf)
 	}
-	return q.sendData(now, freePlanes, buf)
+	if debugInvariants {
+		q.assertInvariants()
+	}
+	return tx, ok
 }
 
 func (q *QP) cwnd() int64 { return q.cc.window() }
@@ -269,6 +279,9 @@ func (q *QP) Receive(now int64, rx *verbs.Rx) {
 		q.rcvProbe(now, rx)
 	default:
 		q.ms.Malformed++
+	}
+	if debugInvariants {
+		q.assertInvariants()
 	}
 }
 

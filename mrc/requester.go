@@ -9,28 +9,6 @@ import (
 	"github.com/vcluster/vcluster/verbs"
 )
 
-// pktRec is the requester's state of one PSN in [cack+1, sndNxt).
-type pktRec struct {
-	wr       uint64 // work-request sequence number
-	off      uint32 // payload offset in the message
-	plen     uint32
-	sendTime int64
-	seq      uint64 // send sequence of the current transmission
-	ev       int32  // EV index of the current transmission
-	tx       uint8  // transmissions so far
-	attempts uint8  // ACK timeouts (they drive the backoff)
-	nacks    uint8  // retry-counting NACKs since cack last moved past a refusal
-	live     bool
-	acked    bool
-	inflight bool // counted in inflight bytes, timer armed
-	queued   bool // waiting in the retransmission queue
-	timedOut bool // last loss was a timeout: retransmit on another plane
-	// held: refused by the responder for lack of a resource (NO_BITMAP,
-	// NO_PKT_BUFFER, NO_RESOURCE); out of flight, retransmitted once the
-	// cumulative ack moves (the resource frees as ePSN advances).
-	held bool
-}
-
 type wrState struct {
 	wr       verbs.WorkRequest
 	firstPSN uint32
@@ -58,11 +36,8 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 	for q.rtxQ.Len() > 0 {
 		psn := *q.rtxQ.Front()
 		r := &q.recs[psn&q.recMask]
-		if !q.inFlightRange(psn) || !r.live || r.acked || !r.queued || r.inflight {
-			q.rtxQ.Pop()
-			if q.inFlightRange(psn) && r.live && !r.inflight {
-				r.queued = false
-			}
+		if !q.inFlightRange(psn) || r.state != sendLost {
+			q.rtxQ.Pop() // stale: acknowledged since it was queued
 			continue
 		}
 		if q.inflight > 0 && q.inflight+int64(r.plen) > cwnd {
@@ -77,7 +52,6 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 			return verbs.Tx{}, false
 		}
 		q.rtxQ.Pop()
-		r.queued = false
 		return q.emitData(now, psn, r, ev, true, buf), true
 	}
 	if q.wrCur >= len(q.wrs) || ib.PSNDiff(q.sndNxt, q.cack) > q.sndMPR {
@@ -113,7 +87,7 @@ func (q *QP) sendData(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 	psn := q.sndNxt
 	q.sndNxt = ib.PSNAdd(psn, 1)
 	r := &q.recs[psn&q.recMask]
-	*r = pktRec{wr: q.wrBase + uint64(q.wrCur), off: uint32(off), plen: uint32(plen), live: true}
+	*r = pktRec{wr: q.wrBase + uint64(q.wrCur), off: uint32(off), plen: uint32(plen)}
 	w.sent++
 	if w.sent == w.npkts {
 		q.wrCur++
@@ -155,8 +129,7 @@ func (q *QP) emitData(now int64, psn uint32, r *pktRec, ev int32, rtx bool, buf 
 		q.tlpPending, q.tlpSeq = false, r.seq
 	}
 	r.tx++
-	r.inflight = true
-	q.inflight += int64(r.plen)
+	q.setState(psn, r, sendInFlight)
 	// AckReq: on the last packet of a message, and whenever this packet
 	// closes the window (cwnd or MPR), so the responder never sits on
 	// unacknowledged data below its byte threshold.

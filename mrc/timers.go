@@ -38,7 +38,7 @@ func (q *QP) timeoutFor(attempts uint8) int64 {
 // still reaches its retry limit.
 func (q *QP) timerLive(t *timerEnt) bool {
 	r := &q.recs[t.psn&q.recMask]
-	return r.live && !r.acked && r.seq == t.seq && (r.inflight || r.queued || r.held)
+	return r.seq == t.seq && r.state.outstanding()
 }
 
 // Deadline returns the earliest time the QP needs Tick: the first live
@@ -93,7 +93,7 @@ func (q *QP) tailLossProbe() {
 	q.tlpFired = true
 	for p := ib.PSNAdd(q.sndNxt, -1); ib.PSNDiff(p, q.cack) > 0; p = ib.PSNAdd(p, -1) {
 		r := &q.recs[p&q.recMask]
-		if r.live && !r.acked && r.inflight {
+		if r.state == sendInFlight {
 			q.lose(p, r)
 			r.timedOut = false
 			q.tlpPending, q.tlpPSN = true, p
@@ -126,6 +126,9 @@ func (q *QP) Tick(now int64) {
 	if q.state == verbs.QPReady && q.evs.nBad > 0 && q.busy() && now >= q.evs.nextProbeAt {
 		q.probe(now)
 	}
+	if debugInvariants {
+		q.assertInvariants()
+	}
 }
 
 // timeout handles a packet's timer: its transmission was not acknowledged
@@ -135,7 +138,7 @@ func (q *QP) Tick(now int64) {
 // only counts the timeout. Either way its clock is re-armed for the next
 // attempt, so the retry limit fires even if it is never sent again.
 func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
-	if r.held || r.queued && q.evs.anyPath() {
+	if r.state == sendHeld || r.state == sendLost && q.evs.anyPath() {
 		// No transmission of it is outstanding, so this is no ACK timeout:
 		// a held packet (refused for a resource) is withheld by this side —
 		// its timer releases it, while the hole that holds the resource has
@@ -153,7 +156,7 @@ func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
 		q.fail(verbs.StatusRetryExceeded, r.wr)
 		return
 	}
-	if r.inflight {
+	if r.state == sendInFlight {
 		q.evs.markBad(r.ev, now, CauseTimeout) // silent timeout: the path is presumed failed
 		q.lose(psn, r)
 		r.timedOut = true
