@@ -13,12 +13,12 @@ import (
 func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	_, s, c, err := DecodeSACK(rx.Data)
 	if err != nil {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	cack := s.CackPSN
 	if ib.PSNDiff(cack, ib.PSNAdd(q.sndNxt, -1)) > 0 {
-		q.ms.Malformed++ // acknowledges PSNs never sent
+		q.stats.Malformed++ // acknowledges PSNs never sent
 		return
 	}
 	// Dynamic MPR: the responder's current window bounds what is sent
@@ -30,7 +30,7 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	}
 	evi := q.evs.lookup(s.EV)
 	if s.ProbeResp {
-		q.ms.ProbeReplies++
+		q.stats.ProbeReplies++
 		if evi >= 0 && q.evs.evs[evi].state == EVAssumedBad {
 			if s.M == PathSkipOnce {
 				q.evs.set(evi, EVSkip, now, CauseProbe)
@@ -106,10 +106,11 @@ func (q *QP) sampleRTT(rtt int64) {
 	} else {
 		q.srtt += (rtt - q.srtt) / 8
 	}
-	q.stats.RTTSamples++
-	q.stats.LastRTT = rtt
-	if q.stats.MinRTT == 0 || rtt < q.stats.MinRTT {
-		q.stats.MinRTT = rtt
+	st := &q.stats.QPStats
+	st.RTTSamples++
+	st.LastRTT = rtt
+	if st.MinRTT == 0 || rtt < st.MinRTT {
+		st.MinRTT = rtt
 	}
 	q.cc.onRTT(rtt)
 }
@@ -168,11 +169,11 @@ func (q *QP) ackRec(psn uint32, r *pktRec) int64 {
 func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
 	bth, a, err := DecodeAck(rx.Data)
 	if err != nil {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	if a.Syndrome>>5 == 0b011 { // AETH NAK
-		q.ms.AckNaksReceived++
+		q.stats.AckNaksReceived++
 		wr := q.wrBase + uint64(q.wrHead)
 		if q.inFlightRange(bth.PSN) {
 			if r := &q.recs[bth.PSN&q.recMask]; r.state != sendFree {
@@ -191,7 +192,7 @@ func (q *QP) rcvAck(now int64, rx *verbs.Rx) {
 		return
 	}
 	if ib.PSNDiff(bth.PSN, ib.PSNAdd(q.sndNxt, -1)) > 0 {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	// NSCC hears of these bytes through the received-bytes count of the

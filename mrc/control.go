@@ -66,7 +66,7 @@ func (q *QP) applyPlane(plane int) {
 		if r.state == sendInFlight && int(q.evs.evs[r.ev].plane) == plane {
 			q.lose(p, r)
 			r.timedOut = false
-			q.ms.PlaneDownRetx++
+			q.stats.PlaneDownRetx++
 		}
 	}
 }

@@ -17,16 +17,19 @@ const (
 	ctrlProbe
 )
 
+// ctrlEnt is one queued control packet: what sendCtrl needs to build it
+// when Send takes it (the cumulative ack, bitmap and counters are read
+// then, not when it was queued).
 type ctrlEnt struct {
-	kind      uint8
-	m         uint8
-	code      uint8
-	probeResp bool
-	rtxEcho   bool
-	ts        uint16
-	seq       uint16
-	psn       uint32
-	ev        uint32
+	kind      uint8  // ctrlSACK … ctrlProbe
+	m         uint8  // SACK path feedback (the spec's M: PathNone, PathSkipOnce, PathAlwaysSkip)
+	code      uint8  // NACK code, or the AETH NAK syndrome of ctrlAckNak
+	probeResp bool   // SACK answers a probe (the spec's P flag)
+	rtxEcho   bool   // the triggering packet had rtx set
+	ts        uint16 // the triggering packet's timestamp, echoed
+	seq       uint16 // probe sequence number (PETH)
+	psn       uint32 // the triggering PSN (SACK ack_offset, NACK nack_psn)
+	ev        uint32 // the EV it travels back on: the triggering packet's
 }
 
 // pushCtrl queues a control packet, or drops and counts it when the queue
@@ -34,7 +37,7 @@ type ctrlEnt struct {
 // to exactly that).
 func (q *QP) pushCtrl(e ctrlEnt) {
 	if q.ctrl.Len() >= q.cfg.CtrlQueue {
-		q.ms.CtrlDropped++
+		q.stats.CtrlDropped++
 		return
 	}
 	q.ctrl.Push(e)
@@ -57,25 +60,25 @@ func (q *QP) sendCtrl(now int64, buf []byte) (verbs.Tx, bool) {
 		}
 		s.SackOffset = uint16(off)
 		s.Bitmap = q.sackBits(ib.PSNAdd(cack, off))
-		c := CCState{TSEcho: e.ts, OOOCount: uint16(min(q.rcount, 0x7fff)), RcvCwndPen: q.rcvPen,
+		c := CCState{TSEcho: e.ts, OOOCount: uint16(min(q.rcvAbove, 0x7fff)), RcvCwndPen: q.rcvPen,
 			RcvdBytes: uint32(q.rcvdBytes>>8) & ib.PSNMask}
 		n, _ = EncodeSACK(buf, bth, &s, &c)
-		q.ms.SACKsSent++
+		q.stats.SACKsSent++
 	case ctrlAck:
-		n, _ = EncodeAck(buf, bth, AETH{Syndrome: AckSyndrome, MSN: q.rmsn})
-		q.ms.AcksSent++
+		n, _ = EncodeAck(buf, bth, AETH{Syndrome: AckSyndrome, MSN: q.rcvMSN})
+		q.stats.AcksSent++
 	case ctrlAckNak:
 		bth.PSN = e.psn
-		n, _ = EncodeAck(buf, bth, AETH{Syndrome: e.code, MSN: q.rmsn})
-		q.ms.AcksSent++
+		n, _ = EncodeAck(buf, bth, AETH{Syndrome: e.code, MSN: q.rcvMSN})
+		q.stats.AcksSent++
 	case ctrlNACK:
 		bth.PSN = e.psn
 		n, _ = EncodeNACK(buf, bth, &NETH{Code: e.code, RtxEcho: e.rtxEcho, TSEcho: e.ts, EV: e.ev, PSN: e.psn})
-		q.ms.NACKsSent++
+		q.stats.NACKsSent++
 	case ctrlProbe:
 		bth.PSN = ib.PSNAdd(q.sndNxt, -1)
 		n, _ = EncodeProbe(buf, bth, PETH{EV: e.ev, Seq: e.seq, TS: uint16(now >> 7)})
-		q.ms.ProbesSent++
+		q.stats.ProbesSent++
 	}
 	q.stats.ControlPacketsSent++
 	return verbs.Tx{Len: n, WireLen: n, DstHost: q.remote.Host, EV: e.ev, DSCP: verbs.DSCPControl}, true

@@ -36,7 +36,7 @@ func TestInvariantsCatchCorruption(t *testing.T) {
 		{"send order lost", func(a, b *QP) { a.order.Clear() }},
 		{"usable EV count", func(a, b *QP) { a.evs.usable-- }},
 		{"GOOD count of a plane", func(a, b *QP) { a.evs.planes[0].good++ }},
-		{"responder bitmap", func(a, b *QP) { b.rcount++ }},
+		{"responder bitmap", func(a, b *QP) { b.rcvAbove++ }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := newPair(t, smallCfg(), 1<<20)

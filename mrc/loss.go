@@ -63,7 +63,7 @@ func (q *QP) detectLoss(now int64) {
 func (q *QP) fastLose(now int64, psn uint32, r *pktRec, penalize bool) {
 	q.lose(psn, r)
 	r.timedOut = false
-	q.ms.FastRetransmits++
+	q.stats.FastRetransmits++
 	if !penalize {
 		return
 	}
@@ -98,7 +98,7 @@ func (q *QP) sleek(now int64, ooo int, cack uint32) {
 			return
 		}
 		q.recovery, q.recEnd, q.rtxNext = true, q.sndNxt, ib.PSNAdd(q.cack, 1)
-		q.ms.LossRecoveries++
+		q.stats.LossRecoveries++
 	}
 	from := ib.PSNAdd(q.cack, 1)
 	if ib.PSNDiff(q.rtxNext, from) > 0 {
@@ -126,18 +126,18 @@ func (q *QP) sleek(now int64, ooo int, cack uint32) {
 func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 	_, n, err := DecodeNACK(rx.Data)
 	if err != nil {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	switch n.Code {
 	case NackTrimmed:
-		q.ms.TrimNacksReceived++
+		q.stats.TrimNacksReceived++
 	case NackTrimmedLastHop:
-		q.ms.TrimLastHopNacksReceived++
+		q.stats.TrimLastHopNacksReceived++
 	case NackUnexpEvent:
-		q.ms.UnexpEventsReceived++
+		q.stats.UnexpEventsReceived++
 	default:
-		q.ms.OtherNacksReceived++
+		q.stats.OtherNacksReceived++
 	}
 	q.stats.NacksReceived++
 	if !q.inFlightRange(n.PSN) {
@@ -159,7 +159,7 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 		}
 		q.lose(n.PSN, r)
 		r.timedOut = false
-		q.ms.TrimRetransmits++
+		q.stats.TrimRetransmits++
 		if q.cfg.TrimReaction {
 			if n.Code == NackTrimmed {
 				q.evs.skip(evi, now, CauseTrim)
@@ -184,7 +184,7 @@ func (q *QP) rcvNACK(now int64, rx *verbs.Rx) {
 			return
 		}
 		r.timedOut = false
-		q.ms.NackRetransmits++
+		q.stats.NackRetransmits++
 		if n.Code == NackPSNOutOfWindow || n.PSN == ib.PSNAdd(q.cack, 1) {
 			// Out of window: send again. At cack+1 the packet is itself
 			// what the cumulative ack waits for (the SACK that moved cack

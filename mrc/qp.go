@@ -41,10 +41,9 @@ type QP struct {
 	rng                   *rand.Rand
 	evs                   evPool
 	cc                    nscc
-	stats                 verbs.QPStats
-	ms                    MRCStats
+	stats                 stats // every counter, once (stats.go)
 	comps                 []verbs.Completion
-	rto                   int64
+	rto                   int64 // base ACK timeout (Config.rto: 1.024 µs × 2^Timeout, or Config.RTO)
 	err                   error // why the QP went to ERROR (Err)
 
 	// requester
@@ -64,24 +63,24 @@ type QP struct {
 	recovery bool
 	recEnd   uint32
 	rtxNext  uint32
-	maxWImm  int
-	wrs      []wrState
-	wrHead   int // first WR not completed
-	wrCur    int // first WR not fully segmented
-	wrBase   uint64
-	msn      uint16
-	rqmsn    uint16
-	wimm     int
-	sndNxt   uint32
-	cack     uint32
-	recs     []pktRec
-	recMask  uint32
-	inflight int64
-	rtxQ     ring.Ring[uint32]
-	order    ring.Ring[sendRec]
-	timers   timerHeap
-	txSeq    uint64
-	hiAcked  uint64
+	maxWImm  int                // WriteImms allowed in flight (the peer's MaxWImm)
+	wrs      []wrState          // posted WRs not yet completed, in post order
+	wrHead   int                // first WR not completed
+	wrCur    int                // first WR not fully segmented
+	wrBase   uint64             // sequence number of wrs[0]
+	msn      uint16             // next message sequence number (METH MSN)
+	rqmsn    uint16             // next WriteImm sequence number (METH RQMSN: the responder's receive queue)
+	wimm     int                // WriteImms started and not completed
+	sndNxt   uint32             // the next new PSN
+	cack     uint32             // cumulative ack (the spec's cack, SETH's CACK PSN): every PSN up to it is acknowledged
+	recs     []pktRec           // per-PSN send records, indexed by psn & recMask (sendstate.go)
+	recMask  uint32             // len(recs) − 1: len(recs) is a power of two ≥ the negotiated MPR
+	inflight int64              // bytes of sendInFlight records
+	rtxQ     ring.Ring[uint32]  // PSNs in sendLost, in loss order (and stale entries)
+	order    ring.Ring[sendRec] // transmissions in send order, for detectLoss
+	timers   timerHeap          // per-transmission ACK timers (lazy deletion)
+	txSeq    uint64             // send sequence of the latest transmission
+	hiAcked  uint64             // highest send sequence of an acknowledged first transmission
 	// stallAt is the QP's own retry clock while it has work but no packet
 	// outstanding and no plane or EV to send on (0: not running); stallN
 	// counts its timeouts. Outstanding packets keep their own timers.
@@ -102,18 +101,22 @@ type QP struct {
 	tlpCut       uint64
 
 	// responder
-	rcvWin    int
-	ePSN      uint32
-	rbits     []uint64
-	rmask     uint32
-	rflags    []uint8
-	rimm      []uint32
-	rlen      []uint32
-	rcount    int // PSNs received above ePSN
-	sackBytes int
-	rcvdBytes uint64
-	rmsn      uint32
-	rcvPen    uint8
+	rcvWin int    // the receive window in PSNs: the offered MPR × 128
+	ePSN   uint32 // expected PSN: every PSN below it has been received
+	// The receive bitmap and per-PSN records, indexed by psn & rcvMask
+	// (a power of two ≥ rcvWin): a bit per PSN received above ePSN, its
+	// flags (rcvLast, rcvHasImm, rcvAckReq), and for a WriteImm's last
+	// packet its immediate and message length, kept until ePSN passes it.
+	rcvBitmap []uint64
+	rcvMask   uint32
+	rcvFlags  []uint8
+	rcvImm    []uint32
+	rcvLen    []uint32
+	rcvAbove  int                // PSNs received above ePSN (the SACK's out-of-order count)
+	sackBytes int                // wire bytes received since the last SACK (SackThresholdBytes)
+	rcvdBytes uint64             // wire bytes received, as CC_STATE's received-bytes count
+	rcvMSN    uint32             // messages completed in order (the AETH's MSN, 24 bits)
+	rcvPen    uint8              // rcv_cwnd_pen this side returns in its SACKs
 	ctrl      ring.Ring[ctrlEnt] // control packets waiting for Send (ctrlq.go)
 	rsp       responderState     // resource bounds and EV judgement (responder.go)
 }
@@ -201,11 +204,11 @@ func (q *QP) Connect(local, remote verbs.QPAttrs) error {
 	for n < q.rcvWin {
 		n <<= 1
 	}
-	q.rbits = make([]uint64, n/64)
-	q.rflags = make([]uint8, n)
-	q.rimm = make([]uint32, n)
-	q.rlen = make([]uint32, n)
-	q.rmask = uint32(n - 1)
+	q.rcvBitmap = make([]uint64, n/64)
+	q.rcvFlags = make([]uint8, n)
+	q.rcvImm = make([]uint32, n)
+	q.rcvLen = make([]uint32, n)
+	q.rcvMask = uint32(n - 1)
 	q.ePSN = remote.InitialPSN
 	q.state = verbs.QPReady
 	return nil
@@ -259,11 +262,11 @@ func (q *QP) Receive(now int64, rx *verbs.Rx) {
 	q.evs.clock = now
 	b := rx.Data
 	if len(b) < BTHLen {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	if dq, _ := verbs.DestQP(b); dq != q.qpn {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	switch op := b[0]; {
@@ -278,7 +281,7 @@ func (q *QP) Receive(now int64, rx *verbs.Rx) {
 	case op == OpProbe:
 		q.rcvProbe(now, rx)
 	default:
-		q.ms.Malformed++
+		q.stats.Malformed++
 	}
 	if debugInvariants {
 		q.assertInvariants()

@@ -223,22 +223,22 @@ func (q *QP) checkInvariants() error {
 	return q.evs.checkInvariants()
 }
 
-// checkResponder checks the responder's window: rcount is the number of
+// checkResponder checks the responder's window: rcvAbove is the number of
 // PSNs received above ePSN (bits set in the bitmap), ePSN itself is never
 // received (advance moves past it), and immHeld counts the WriteImm last
 // packets among them.
 func (q *QP) checkResponder() error {
 	n, imm := 0, 0
-	for i, w := range q.rbits {
+	for i, w := range q.rcvBitmap {
 		n += bits.OnesCount64(w)
 		for ; w != 0; w &= w - 1 {
-			if q.rflags[i<<6+bits.TrailingZeros64(w)]&rfImm != 0 {
+			if q.rcvFlags[i<<6+bits.TrailingZeros64(w)]&rcvHasImm != 0 {
 				imm++
 			}
 		}
 	}
-	if n != q.rcount || q.rgot(q.ePSN) {
-		return fmt.Errorf("mrc invariant: %d PSNs received above ePSN %d, rcount %d (ePSN received: %v)", n, q.ePSN, q.rcount, q.rgot(q.ePSN))
+	if n != q.rcvAbove || q.rcvGot(q.ePSN) {
+		return fmt.Errorf("mrc invariant: %d PSNs received above ePSN %d, rcount %d (ePSN received: %v)", n, q.ePSN, q.rcvAbove, q.rcvGot(q.ePSN))
 	}
 	if imm != q.rsp.immHeld {
 		return fmt.Errorf("mrc invariant: %d immediates held, immHeld %d", imm, q.rsp.immHeld)

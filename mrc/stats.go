@@ -4,6 +4,17 @@ package mrc
 
 import "github.com/vcluster/vcluster/verbs"
 
+// stats is every counter of a QP, each kept once. Stats, MRCStats and
+// ResponderStats are views of it; the gauges they add (cwnd, EV counts,
+// SRTT, NSCC's constants, immediates held) are read when they are called,
+// so those fields stay zero here. RTTSamples, LastRTT and MinRTT are kept
+// in QPStats only (MRCStats repeats them).
+type stats struct {
+	verbs.QPStats  // the counters common to the transports (Stats)
+	MRCStats       // MRC's own (MRCStats)
+	ResponderStats // the responder's resource bounds and EV judgement (ResponderStats)
+}
+
 // MRCStats are MRC-specific counters and gauges (QP.MRCStats).
 type MRCStats struct {
 	// EV pool: EVs per state and in the active sets.
@@ -44,20 +55,20 @@ type MRCStats struct {
 
 // Stats returns the QP's counters.
 func (q *QP) Stats() verbs.QPStats {
-	s := q.stats
+	s := q.stats.QPStats
 	s.CwndBytes = q.cc.window()
 	return s
 }
 
 // MRCStats returns MRC-specific counters and gauges.
 func (q *QP) MRCStats() MRCStats {
-	s := q.ms
+	s := q.stats.MRCStats
 	c, act := q.evs.counts()
 	s.EVGood, s.EVSkip, s.EVAssumedBad, s.EVDenied, s.EVActive = c[EVGood], c[EVSkip], c[EVAssumedBad], c[EVDenied], act
 	s.EVTransitions = q.evs.transitions
 	s.EVChangesDropped = q.evs.changesDropped
-	s.RTTSamples = q.stats.RTTSamples
-	s.LastRTT, s.MinRTT, s.SRTT = q.stats.LastRTT, q.stats.MinRTT, q.srtt
+	s.RTTSamples = q.stats.QPStats.RTTSamples
+	s.LastRTT, s.MinRTT, s.SRTT = q.stats.QPStats.LastRTT, q.stats.QPStats.MinRTT, q.srtt
 	s.CwndBytes = q.cc.window()
 	s.MaxWnd = int64(q.cc.p.MaxWnd)
 	s.BaseRTT = int64(q.cc.p.BaseRTT)
@@ -68,3 +79,20 @@ func (q *QP) MRCStats() MRCStats {
 // NSCC returns the QP's current NSCC constants (base_rtt and maxwnd follow
 // the measured minimum RTT).
 func (q *QP) NSCC() NSCCParams { return q.cc.p }
+
+// ResponderStats count what the responder's resource bounds and EV
+// judgement (ResponderConfig) generated.
+type ResponderStats struct {
+	NoBitmapNacks    uint64 // NACK NO_BITMAP sent: PSN beyond the bitmap
+	NoPktBufferNacks uint64 // NACK NO_PKT_BUFFER sent: out-of-order packets at PacketBuffers
+	NoResourceNacks  uint64 // NACK NO_RESOURCE sent: immediates at ImmSlots
+	AlwaysSkips      uint64 // SACKs that said M = ALWAYS_SKIP
+	ImmHeld          int    // gauge: immediate slots in use
+}
+
+// ResponderStats returns the responder's resource and judgement counters.
+func (q *QP) ResponderStats() ResponderStats {
+	s := q.stats.ResponderStats
+	s.ImmHeld = q.rsp.immHeld
+	return s
+}

@@ -97,7 +97,7 @@ func (q *QP) tailLossProbe() {
 			q.lose(p, r)
 			r.timedOut = false
 			q.tlpPending, q.tlpPSN = true, p
-			q.ms.TailLossProbes++
+			q.stats.TailLossProbes++
 			return
 		}
 	}
@@ -160,7 +160,7 @@ func (q *QP) timeout(now int64, psn uint32, r *pktRec) {
 		q.evs.markBad(r.ev, now, CauseTimeout) // silent timeout: the path is presumed failed
 		q.lose(psn, r)
 		r.timedOut = true
-		q.ms.TimeoutRetransmits++
+		q.stats.TimeoutRetransmits++
 		q.cc.onTimeout(int64(r.plen)) // htsim: one packet off cwnd, no quick-adapt trigger
 	}
 	q.timers.push(timerEnt{at: now + q.timeoutFor(r.attempts), seq: r.seq, psn: psn})
