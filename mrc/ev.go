@@ -2,7 +2,6 @@ package mrc
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 )
 
@@ -125,7 +124,8 @@ type planeSet struct {
 }
 
 // evPool is a QP's EV pool: per-plane active sets and backups, the state
-// machine of every EV, and the per-packet choice.
+// machine of every EV, and the per-packet choice. checkInvariants
+// (invariants.go) states what its counts and active sets must satisfy.
 type evPool struct {
 	evs       []evEntry
 	planes    []planeSet
@@ -596,54 +596,4 @@ func (p *evPool) counts() (c [4]int, active int) {
 		active += len(p.planes[pl].active)
 	}
 	return
-}
-
-// checkInvariants checks the pool's bookkeeping against its EVs (the QP's
-// checkInvariants calls it when debugInvariants is set):
-//
-//   - usable is the number of GOOD or SKIP EVs, nBad of ASSUMED_BAD ones;
-//     while there is one, nextProbeAt is no later than its next probe.
-//   - A plane's active set lists distinct EVs of that plane, each marked
-//     active, each usable (GOOD or SKIP), at most target of them; good
-//     counts its GOOD ones; the cursor is within it.
-func (p *evPool) checkInvariants() error {
-	usable, bad := 0, 0
-	for k := range p.evs {
-		e := &p.evs[k]
-		switch e.state {
-		case EVGood, EVSkip:
-			usable++
-		case EVAssumedBad:
-			bad++
-			if e.nextProbe < p.nextProbeAt {
-				return fmt.Errorf("mrc invariant: EV %#x probes at %d, before the pool's next probe %d", e.ev, e.nextProbe, p.nextProbeAt)
-			}
-		}
-	}
-	if usable != p.usable || bad != p.nBad {
-		return fmt.Errorf("mrc invariant: %d usable and %d ASSUMED_BAD EVs, counted %d and %d", usable, bad, p.usable, p.nBad)
-	}
-	for pl := range p.planes {
-		ps := &p.planes[pl]
-		flagged, good := 0, 0
-		for k := ps.first; k < ps.first+ps.n; k++ {
-			if p.evs[k].active {
-				flagged++
-			}
-		}
-		for _, i := range ps.active {
-			e := &p.evs[i]
-			if int(i) < ps.first || int(i) >= ps.first+ps.n || !e.active || !usableState(e.state) {
-				return fmt.Errorf("mrc invariant: plane %d's active set holds EV %d (%v, active %v)", pl, i, e.state, e.active)
-			}
-			if e.state == EVGood {
-				good++
-			}
-		}
-		if flagged != len(ps.active) || len(ps.active) > ps.target || good != ps.good || ps.cursor > len(ps.active) {
-			return fmt.Errorf("mrc invariant: plane %d: %d active EVs (%d marked, target %d), %d GOOD (counted %d), cursor %d",
-				pl, len(ps.active), flagged, ps.target, good, ps.good, ps.cursor)
-		}
-	}
-	return nil
 }
