@@ -31,20 +31,11 @@ func (q *QP) rcvSACK(now int64, rx *verbs.Rx) {
 	evi := q.evs.lookup(s.EV)
 	if s.ProbeResp {
 		q.stats.ProbeReplies++
-		if evi >= 0 && q.evs.evs[evi].state == EVAssumedBad {
-			if s.M == PathSkipOnce {
-				q.evs.set(evi, EVSkip, now, CauseProbe)
-			} else {
-				q.evs.set(evi, EVGood, now, CauseProbe)
-			}
+		if evi >= 0 {
+			q.evs.probeAnswered(evi, s.M == PathSkipOnce, now)
 		}
 	} else if evi >= 0 {
-		switch s.M {
-		case PathSkipOnce:
-			q.evs.skip(evi, now, CauseSackSkip)
-		case PathAlwaysSkip:
-			q.evs.markBad(evi, now, CauseAlwaysSkip)
-		}
+		q.evs.feedback(evi, s.M, now)
 	}
 	// RTT sample from the triggering packet, valid (htsim's
 	// validateSendTs) when it was sent once and the SACK does not echo
@@ -161,7 +152,7 @@ func (q *QP) ackRec(psn uint32, r *pktRec) int64 {
 		if r.seq > q.hiAcked {
 			q.hiAcked = r.seq
 		}
-		q.evs.evs[r.ev].losses = 0
+		q.evs.delivered(r.ev)
 	}
 	return int64(r.plen)
 }

@@ -64,15 +64,8 @@ func (q *QP) fastLose(now int64, psn uint32, r *pktRec, penalize bool) {
 	q.lose(psn, r)
 	r.timedOut = false
 	q.stats.FastRetransmits++
-	if !penalize {
-		return
-	}
-	e := &q.evs.evs[r.ev]
-	if e.losses < 255 {
-		e.losses++
-	}
-	if e.losses >= q.evs.lossThr {
-		q.evs.markBad(r.ev, now, CauseSilentLoss)
+	if penalize {
+		q.evs.silentLoss(r.ev, now)
 	}
 }
 
