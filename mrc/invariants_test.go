@@ -1,6 +1,7 @@
 package mrc
 
 import (
+	"flag"
 	"os"
 	"testing"
 
@@ -10,9 +11,11 @@ import (
 
 // TestMain runs every mrc test with debugInvariants set: each input to a
 // QP checks the send-state, EV-pool and responder invariants
-// (checkInvariants) and panics on the first that fails.
+// (checkInvariants) and panics on the first that fails. A run with
+// -test.bench leaves them off, so benchmarks measure the production path.
 func TestMain(m *testing.M) {
-	debugInvariants = true
+	flag.Parse()
+	debugInvariants = flag.Lookup("test.bench").Value.String() == ""
 	os.Exit(m.Run())
 }
 
@@ -62,6 +65,8 @@ func TestInvariantsCatchCorruption(t *testing.T) {
 // setState refuses, under debugInvariants, every transition the diagram on
 // sendState does not draw.
 func TestIllegalSendTransitionPanics(t *testing.T) {
+	defer func(was bool) { debugInvariants = was }(debugInvariants)
+	debugInvariants = true
 	for from := sendState(0); from < numSendStates; from++ {
 		for to := sendState(0); to < numSendStates; to++ {
 			q := &QP{}
