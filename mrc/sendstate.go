@@ -7,15 +7,22 @@ package mrc
 
 import "fmt"
 
-// sendState is where one PSN stands at the requester.
+// sendState is where one PSN stands at the requester. Its transitions
+// (legalSend), and what makes each:
 //
-//	           first transmission              cumulative ack passes it
-//	sendFree ───────────────────▶ sendInFlight ─┐      (from any state)
-//	   ▲                      ▲        │   │    │  ack (SACK bit or cack)
-//	   │              retransmit   lose│   │resource NACK
-//	   │                      │        ▼   ▼    ▼
-//	   └── sendAcked ◀── ack ── sendLost ◀─ sendHeld
-//	                                  release (cack moves, or its timer)
+//	free      → in-flight  first transmission (sendData)
+//	in-flight → lost       a loss found: a NACK (TRIMMED, TRIMMED_LASTHOP,
+//	                       PSN_OOR_WINDOW, or a resource NACK at cack+1),
+//	                       the fast-loss rule, the tail-loss probe, an ACK
+//	                       timeout, its plane going down
+//	in-flight → held       a resource NACK (NO_BITMAP, NO_PKT_BUFFER,
+//	                       NO_RESOURCE) above cack+1
+//	held      → lost       released: the cumulative ack moved, or its timer fired
+//	lost      → in-flight  retransmission (sendData takes it from rtxQ)
+//	in-flight,
+//	lost, held → acked     a SACK bitmap bit, or the cumulative ack
+//	acked     → free       the cumulative ack passed it (ackCumulative acks
+//	                       a PSN it passes first, so it goes through acked)
 //
 // Invariants (checkInvariants, invariants.go, asserts them after every
 // input when debugInvariants is set; the tests set it):
@@ -32,8 +39,8 @@ import "fmt"
 //     timer in the heap (psn and seq of its current transmission): its
 //     clock runs until it is acknowledged, so a packet that can never be
 //     sent again still reaches the retry limit.
-//   - Every sendInFlight record's transmission is in order (the send-order
-//     walk of detectLoss) until the walk settles it.
+//   - Every sendInFlight record's current transmission has an entry in
+//     order, the send-order list detectLoss walks.
 //   - A record that is not sendFree has been transmitted (tx ≥ 1).
 //
 // None of them hold once the QP is in ERROR (fail drops the queues and
