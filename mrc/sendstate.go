@@ -112,8 +112,8 @@ type pktRec struct {
 // step: leaving sendInFlight takes its bytes out of inflight, leaving
 // sendHeld out of held; entering sendLost queues psn in rtxQ.
 func (q *QP) setState(psn uint32, r *pktRec, to sendState) {
-	if debugInvariants && !legalSend[r.state][to] {
-		panic(fmt.Sprintf("mrc: PSN %d: illegal send transition %v → %v", psn, r.state, to))
+	if debugInvariants {
+		checkTransition(psn, r.state, to)
 	}
 	switch r.state {
 	case sendInFlight:
@@ -129,5 +129,13 @@ func (q *QP) setState(psn uint32, r *pktRec, to sendState) {
 		q.rtxQ.Push(psn)
 	case sendHeld:
 		q.held++
+	}
+}
+
+// checkTransition panics on a transition legalSend does not allow (only
+// under debugInvariants; kept out of setState so that stays small).
+func checkTransition(psn uint32, from, to sendState) {
+	if !legalSend[from][to] {
+		panic(fmt.Sprintf("mrc: PSN %d: illegal send transition %v → %v", psn, from, to))
 	}
 }
