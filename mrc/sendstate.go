@@ -134,6 +134,8 @@ func (q *QP) setState(psn uint32, r *pktRec, to sendState) {
 
 // checkTransition panics on a transition legalSend does not allow (only
 // under debugInvariants; kept out of setState so that stays small).
+//
+//go:noinline
 func checkTransition(psn uint32, from, to sendState) {
 	if !legalSend[from][to] {
 		panic(fmt.Sprintf("mrc: PSN %d: illegal send transition %v → %v", psn, from, to))
