@@ -9,6 +9,21 @@
 // Only RDMA Write and Write-with-immediate exist (MRC has no Read, Send or
 // Atomic, and no RNR).
 //
+// # Reading the code
+//
+// One file per concern. qp.go holds the QP and the verbs.Transport entry
+// points, which dispatch to the requester — requester.go (segmenting and
+// sending), ack.go (SACKs and ACKs), loss.go (NACKs, the fast-loss rule,
+// retry limits), timers.go (ACK timers, stall clock, tail-loss probe,
+// probes) — and to the responder (responder.go); ctrlq.go queues and
+// encodes control packets; control.go takes the NIC's and the
+// controller's commands. sendstate.go is the state machine of one PSN at
+// the requester, with its invariants; ev.go and spray.go are the EV pool
+// and the per-packet choice; nscc.go is congestion control; stats.go the
+// counters; wire.go the codec. The tests' TestMain checks every invariant
+// (invariants.go) after every input. testdata/ev.txt and testdata/nscc.txt
+// are transcripts of the EV state machine and of NSCC.
+//
 // # Wire format
 //
 // Every packet starts with the 12-byte BTH (opcode, P_Key, destination QP

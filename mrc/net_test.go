@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -168,8 +169,8 @@ func newNet(t testing.TB, nc netCfg, cfg Config, size int) *hnet {
 			n.hosts[0].mr.Buf[i] = byte(r.Uint32())
 		}
 	}
-	aa := verbs.QPAttrs{Host: 0, QPN: 0x100, InitialPSN: uint32(n.rng.IntN(psnMask))}
-	ba := verbs.QPAttrs{Host: 1, QPN: 0x101, InitialPSN: uint32(n.rng.IntN(psnMask))}
+	aa := verbs.QPAttrs{Host: 0, QPN: 0x100, InitialPSN: uint32(n.rng.IntN(ib.PSNMask))}
+	ba := verbs.QPAttrs{Host: 1, QPN: 0x101, InitialPSN: uint32(n.rng.IntN(ib.PSNMask))}
 	if err := n.hosts[0].q.Connect(aa, ba); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func (n *hnet) pump(h *hhost) {
 			// (or nothing in flight), only planes with room.
 			psn := getPSN(p.data[9:])
 			plen := int64(p.tx.WireLen - MaxDataHeaderLen)
-			if psnDiff(psn, cack) > q.sndMPR || inflight > 0 && inflight+plen > cwnd {
+			if ib.PSNDiff(psn, cack) > q.sndMPR || inflight > 0 && inflight+plen > cwnd {
 				n.t.Fatalf("PSN %d beyond cack %d + MPR %d, or inflight %d + %d > cwnd %d", psn, cack, q.sndMPR, inflight, plen, cwnd)
 			}
 		}

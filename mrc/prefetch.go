@@ -11,7 +11,7 @@ import (
 // the requester's record of the PSN for acknowledgements). Read only.
 func (q *QP) PrefetchRx(b []byte) {
 	sim.PrefetchLine(unsafe.Pointer(&q.state))
-	sim.PrefetchLine(unsafe.Pointer(&q.ms))
+	sim.PrefetchLine(unsafe.Pointer(&q.stats.MRCStats))
 	sim.PrefetchLine(unsafe.Pointer(&q.ePSN))
 	sim.PrefetchLine(unsafe.Pointer(&q.cack))
 	if len(b) < BTHLen {
@@ -19,8 +19,8 @@ func (q *QP) PrefetchRx(b []byte) {
 	}
 	psn := getPSN(b[9:])
 	if IsDataOpcode(b[0]) {
-		if i := psn & q.rmask; int(i>>6) < len(q.rbits) {
-			sim.PrefetchLine(unsafe.Pointer(&q.rbits[i>>6]))
+		if i := psn & q.rcvMask; int(i>>6) < len(q.rcvBitmap) {
+			sim.PrefetchLine(unsafe.Pointer(&q.rcvBitmap[i>>6]))
 		}
 		return
 	}

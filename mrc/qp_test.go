@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -386,7 +387,7 @@ func TestOutOfWindowNACK(t *testing.T) {
 	a.write(b, 1, verbs.OpWrite, 0, pmtu, 0)
 	p := a.drain(0, 0xf)[0]
 	// Rewrite the PSN to ePSN + window.
-	psn := psnAdd(1000, 4*128)
+	psn := ib.PSNAdd(1000, 4*128)
 	p.data[9], p.data[10], p.data[11] = byte(psn>>16), byte(psn>>8), byte(psn)
 	b.recv(100, p)
 	pb := b.drain(100, 0xf)
@@ -672,7 +673,7 @@ func TestPSNWrap(t *testing.T) {
 	for i := range a.mr.Buf {
 		a.mr.Buf[i] = byte(i * 7)
 	}
-	aa := verbs.QPAttrs{Host: 0, QPN: qpnA, InitialPSN: psnMask - 5}
+	aa := verbs.QPAttrs{Host: 0, QPN: qpnA, InitialPSN: ib.PSNMask - 5}
 	ba := verbs.QPAttrs{Host: 1, QPN: qpnB, InitialPSN: 3}
 	a.q.Connect(aa, ba)
 	b.q.Connect(ba, aa)

@@ -3,17 +3,10 @@ package mrc
 // The responder half of a QP: placing data packets, the receive window and
 // bitmap, and the SACK/NACK/ACK it queues for sendCtrl.
 
-import "github.com/vcluster/vcluster/verbs"
-
-// ResponderStats count what the responder's resource bounds and EV
-// judgement (ResponderConfig) generated.
-type ResponderStats struct {
-	NoBitmapNacks    uint64 // NACK NO_BITMAP sent: PSN beyond the bitmap
-	NoPktBufferNacks uint64 // NACK NO_PKT_BUFFER sent: out-of-order packets at PacketBuffers
-	NoResourceNacks  uint64 // NACK NO_RESOURCE sent: immediates at ImmSlots
-	AlwaysSkips      uint64 // SACKs that said M = ALWAYS_SKIP
-	ImmHeld          int    // gauge: immediate slots in use
-}
+import (
+	"github.com/vcluster/vcluster/ib"
+	"github.com/vcluster/vcluster/verbs"
+)
 
 // responderState is the responder's resource accounting and per-EV CE
 // history (ResponderConfig).
@@ -24,8 +17,14 @@ type responderState struct {
 	// from 0: at most a delayed judgement); allocated on first use.
 	ceTab []ceEnt
 	ceAvg int32 // EWMA of the QP's CE-marked arrivals, 1<<16 = all
-	stats ResponderStats
 }
+
+// Responder per-PSN flags (rcvFlags).
+const (
+	rcvLast uint8 = 1 << iota
+	rcvHasImm
+	rcvAckReq
+)
 
 type ceEnt struct {
 	ev     uint32
@@ -36,24 +35,17 @@ type ceEnt struct {
 // ceTabBits sizes ceTab: 512 slots for at most 256 EVs per QP.
 const ceTabBits = 9
 
-// ResponderStats returns the responder's resource and judgement counters.
-func (q *QP) ResponderStats() ResponderStats {
-	s := q.rsp.stats
-	s.ImmHeld = q.rsp.immHeld
-	return s
-}
-
 // resourceNACK applies ResponderConfig's bounds to a new packet d PSNs
 // above ePSN (d > 0; the packet at ePSN needs no resource); last says it
 // ends a WriteImm. It returns the NACK code when a resource is exhausted.
 func (q *QP) resourceNACK(d int, immLast bool) (uint8, bool) {
 	r := &q.cfg.Responder
-	st := &q.rsp.stats
+	st := &q.stats.ResponderStats
 	switch {
 	case r.BitmapPSNs > 0 && d >= r.BitmapPSNs:
 		st.NoBitmapNacks++
 		return NackNoBitmap, true
-	case r.PacketBuffers > 0 && q.rcount >= r.PacketBuffers:
+	case r.PacketBuffers > 0 && q.rcvAbove >= r.PacketBuffers:
 		st.NoPktBufferNacks++
 		return NackNoPktBuffer, true
 	case immLast && r.ImmSlots > 0 && q.rsp.immHeld >= r.ImmSlots:
@@ -92,15 +84,15 @@ func (q *QP) judgeEV(ev uint32, ce bool, m uint8) uint8 {
 	}
 	if int(e.streak) >= q.cfg.Responder.AlwaysSkipCEStreak && s.ceAvg < 1<<15 {
 		e.streak = 0
-		s.stats.AlwaysSkips++
+		q.stats.AlwaysSkips++
 		return PathAlwaysSkip
 	}
 	return m
 }
 
-func (q *QP) rgot(psn uint32) bool {
-	i := psn & q.rmask
-	return q.rbits[i>>6]&(1<<(i&63)) != 0
+func (q *QP) rcvGot(psn uint32) bool {
+	i := psn & q.rcvMask
+	return q.rcvBitmap[i>>6]&(1<<(i&63)) != 0
 }
 
 func (q *QP) queueSACK(psn, ev uint32, m uint8, rtx bool, ts uint16, probe bool) {
@@ -123,7 +115,7 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 	if rx.Trimmed {
 		bth, err := DecodeBTH(b)
 		if err != nil {
-			q.ms.Malformed++
+			q.stats.Malformed++
 			return
 		}
 		q.stats.TrimmedReceived++
@@ -131,12 +123,12 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		if bth.TS && len(b) >= BTHLen+METHLen+2 {
 			ts = uint16(b[BTHLen+METHLen])<<8 | uint16(b[BTHLen+METHLen+1])
 		}
-		d := psnDiff(bth.PSN, q.ePSN)
+		d := ib.PSNDiff(bth.PSN, q.ePSN)
 		switch {
 		case d >= q.rcvWin:
-			q.ms.OutOfWindow++
+			q.stats.OutOfWindow++
 			q.queueNACK(NackPSNOutOfWindow, bth.PSN, rx.EV, bth.Rtx, ts)
-		case d < 0 || q.rgot(bth.PSN):
+		case d < 0 || q.rcvGot(bth.PSN):
 			q.stats.DuplicatesReceived++
 			q.queueSACK(bth.PSN, rx.EV, m, bth.Rtx, ts, false)
 		default:
@@ -151,7 +143,7 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 	var h DataHeader
 	hl, err := DecodeData(b, &h)
 	if err != nil {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	psn := h.BTH.PSN
@@ -165,7 +157,7 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		q.queueNACK(NackUnexpEvent, psn, rx.EV, h.BTH.Rtx, ts)
 		return
 	}
-	d := psnDiff(psn, q.ePSN)
+	d := ib.PSNDiff(psn, q.ePSN)
 	if d < 0 {
 		// Below ePSN: Transport ACK plus SACK.
 		q.stats.DuplicatesReceived++
@@ -174,11 +166,11 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		return
 	}
 	if d >= q.rcvWin {
-		q.ms.OutOfWindow++
+		q.stats.OutOfWindow++
 		q.queueNACK(NackPSNOutOfWindow, psn, rx.EV, h.BTH.Rtx, ts)
 		return
 	}
-	if q.rgot(psn) {
+	if q.rcvGot(psn) {
 		q.stats.DuplicatesReceived++
 		q.queueSACK(psn, rx.EV, m, h.BTH.Rtx, ts, false)
 		return
@@ -205,23 +197,23 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 		copy(mr.Buf[h.RETH.VA-mr.VA:], b[hl:hl+plen])
 	}
 	q.stats.BytesPlaced += uint64(plen)
-	i := psn & q.rmask
-	q.rbits[i>>6] |= 1 << (i & 63)
+	i := psn & q.rcvMask
+	q.rcvBitmap[i>>6] |= 1 << (i & 63)
 	var f uint8
 	if IsLast(h.BTH.Opcode) {
-		f |= rfLast
+		f |= rcvLast
 	}
 	if HasImm(h.BTH.Opcode) {
-		f |= rfImm
+		f |= rcvHasImm
 		q.rsp.immHeld++
-		q.rimm[i] = h.Imm
-		q.rlen[i] = h.RETH.DMALen
+		q.rcvImm[i] = h.Imm
+		q.rcvLen[i] = h.RETH.DMALen
 	}
 	if h.BTH.AckReq {
-		f |= rfAR
+		f |= rcvAckReq
 	}
-	q.rflags[i] = f
-	q.rcount++
+	q.rcvFlags[i] = f
+	q.rcvAbove++
 	q.sackBytes += rx.WireLen
 	q.rcvdBytes += uint64(rx.WireLen)
 	arPassed := q.advance()
@@ -234,24 +226,24 @@ func (q *QP) rcvData(now int64, rx *verbs.Rx) {
 // reports whether it passed a packet that requested an ACK.
 func (q *QP) advance() bool {
 	ar := false
-	for q.rgot(q.ePSN) {
-		i := q.ePSN & q.rmask
-		q.rbits[i>>6] &^= 1 << (i & 63)
-		f := q.rflags[i]
-		if f&rfLast != 0 {
-			q.rmsn = (q.rmsn + 1) & psnMask
+	for q.rcvGot(q.ePSN) {
+		i := q.ePSN & q.rcvMask
+		q.rcvBitmap[i>>6] &^= 1 << (i & 63)
+		f := q.rcvFlags[i]
+		if f&rcvLast != 0 {
+			q.rcvMSN = (q.rcvMSN + 1) & ib.PSNMask
 		}
-		if f&rfImm != 0 {
+		if f&rcvHasImm != 0 {
 			q.rsp.immHeld--
 			q.comps = append(q.comps, verbs.Completion{QPN: q.qpn, Op: verbs.OpRecvImm,
-				Status: verbs.StatusOK, Bytes: uint64(q.rlen[i]), Imm: q.rimm[i]})
+				Status: verbs.StatusOK, Bytes: uint64(q.rcvLen[i]), Imm: q.rcvImm[i]})
 		}
-		if f&rfAR != 0 {
+		if f&rcvAckReq != 0 {
 			ar = true
 		}
-		q.rflags[i] = 0
-		q.rcount--
-		q.ePSN = psnAdd(q.ePSN, 1)
+		q.rcvFlags[i] = 0
+		q.rcvAbove--
+		q.ePSN = ib.PSNAdd(q.ePSN, 1)
 	}
 	return ar
 }
@@ -259,29 +251,29 @@ func (q *QP) advance() bool {
 func (q *QP) rcvProbe(now int64, rx *verbs.Rx) {
 	_, p, err := DecodeProbe(rx.Data)
 	if err != nil {
-		q.ms.Malformed++
+		q.stats.Malformed++
 		return
 	}
 	m := PathNone
 	if rx.CE {
 		m = PathSkipOnce
 	}
-	q.queueSACK(psnAdd(q.ePSN, -1), rx.EV, m, false, p.TS, true)
+	q.queueSACK(ib.PSNAdd(q.ePSN, -1), rx.EV, m, false, p.TS, true)
 }
 
 // sackBits returns the 64 receive-bitmap bits from PSN base, masked to the
 // window [ePSN, ePSN+rcvWin).
 func (q *QP) sackBits(base uint32) uint64 {
-	valid := psnDiff(psnAdd(q.ePSN, q.rcvWin), base)
+	valid := ib.PSNDiff(ib.PSNAdd(q.ePSN, q.rcvWin), base)
 	if valid <= 0 {
 		return 0
 	}
-	idx := base & q.rmask
-	nw := uint32(len(q.rbits))
+	idx := base & q.rcvMask
+	nw := uint32(len(q.rcvBitmap))
 	w, sh := idx>>6, idx&63
-	v := q.rbits[w] >> sh
+	v := q.rcvBitmap[w] >> sh
 	if sh != 0 {
-		v |= q.rbits[(w+1)&(nw-1)] << (64 - sh)
+		v |= q.rcvBitmap[(w+1)&(nw-1)] << (64 - sh)
 	}
 	if valid < 64 {
 		v &= 1<<uint(valid) - 1

@@ -122,8 +122,8 @@ func TestRespResourceNACKs(t *testing.T) {
 			if st := a.q.Stats(); st.Retransmissions < c.nacks || st.NacksReceived < c.nacks {
 				t.Fatalf("requester stats %+v", st)
 			}
-			if rs.ImmHeld != 0 || b.q.rcount != 0 {
-				t.Fatalf("responder still holds %d immediates, %d packets", rs.ImmHeld, b.q.rcount)
+			if rs.ImmHeld != 0 || b.q.rcvAbove != 0 {
+				t.Fatalf("responder still holds %d immediates, %d packets", rs.ImmHeld, b.q.rcvAbove)
 			}
 			t.Logf("%s: %d NACKs, %d retransmissions, done at %d ns", c.name, c.nacks, a.q.Stats().Retransmissions, now)
 		})

@@ -1,38 +1,5 @@
 package mrc
 
-// ring is a growable FIFO. It allocates only when it grows, so a queue
-// that reaches its working size stops allocating.
-type ring[T any] struct {
-	buf  []T
-	head int
-	n    int
-}
-
-func (r *ring[T]) len() int { return r.n }
-
-func (r *ring[T]) push(v T) {
-	if r.n == len(r.buf) {
-		nb := make([]T, max(16, 2*len(r.buf)))
-		for i := 0; i < r.n; i++ {
-			nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
-		}
-		r.buf, r.head = nb, 0
-	}
-	r.buf[(r.head+r.n)&(len(r.buf)-1)] = v
-	r.n++
-}
-
-func (r *ring[T]) front() *T { return &r.buf[r.head] }
-
-func (r *ring[T]) pop() T {
-	v := r.buf[r.head]
-	r.head = (r.head + 1) & (len(r.buf) - 1)
-	r.n--
-	return v
-}
-
-func (r *ring[T]) clear() { r.head, r.n = 0, 0 }
-
 // timerEnt is one per-packet ACK timer: it is live while the PSN's current
 // transmission still has send sequence seq.
 type timerEnt struct {
