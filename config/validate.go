@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vcluster/vcluster/fabric"
 )
 
 // FieldError is one problem with one config field. Its message is
@@ -464,7 +466,7 @@ func (f *FabricConfig) validate(v *validator) {
 		v.boundedDuration("fabric.ecmpReconvergence", f.ECMPReconvergence, MaxECMPReconvergence, "50ms")
 	}
 	mtuOK := v.intRange("fabric.mtu", f.MTU, MinMTU, MaxMTU)
-	v.oneOf("fabric.forwarding", f.Forwarding, ForwardingECMP, ForwardingUSID, ForwardingStatic)
+	v.oneOf("fabric.forwarding", f.Forwarding, forwardingNames()...)
 	v.intRange("fabric.ifgBytes", f.IFGBytes, 0, MaxIFGBytes)
 	f.Queue.validate(v, f.MTU, mtuOK, f.ECNRates())
 }
@@ -655,4 +657,15 @@ func (r *RunConfig) validate(v *validator) {
 	if s := r.RealtimeSlowdown; isFinite(s) && !(s >= 1 && s <= MaxRealtimeSlowdown) { // NaN/Inf: finiteFloats
 		v.add("run.realtimeSlowdown", "must be in "+floatRanges["run.realtimeSlowdown"], s)
 	}
+}
+
+// forwardingNames lists the fabric's registered forwarding modes' config
+// words, in mode order: a new mode (one file in fabric/) is valid here
+// without an edit.
+func forwardingNames() []string {
+	var names []string
+	for _, m := range fabric.ForwardingModes() {
+		names = append(names, m.String())
+	}
+	return names
 }
