@@ -1,10 +1,10 @@
 package roce
 
 import (
-	"github.com/vcluster/vcluster/ib"
 	"math"
 	"testing"
 
+	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/verbs"
 )
 

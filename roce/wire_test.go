@@ -3,9 +3,9 @@ package roce
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/vcluster/vcluster/ib"
 	"testing"
 
+	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/verbs"
 )
 
