@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
@@ -71,14 +70,6 @@ busbw_vs_loss plots the largest, busbw_vs_size plots busbw against size.
 MRC QP reaches at the same size (what this fabric delivers to one rank).`
 }
 
-type arVariant struct {
-	name   string
-	qps    int
-	mrc    bool
-	fabric string // the fabric it runs on, as a cell: "4×100G", "1×400G+PFC"
-	sets   []string
-}
-
 type arCell struct {
 	v    arVariant
 	size uint64
@@ -86,61 +77,6 @@ type arCell struct {
 	res  collectives.Result
 	frac float64
 	err  error
-}
-
-// grid is what the transport-comparison experiments (allreduce-loss,
-// alltoall) share: sizes (ascending, no repeats), loss rates, payload,
-// the RoCE fabric (exp.roceFabric), the host count (exp.hosts) and the
-// variants: MRC with one QP on uSID paths, then RoCE on ECMP with each
-// requested QP count, each with its config overrides.
-type grid struct {
-	sizes      []uint64
-	losses     []float64
-	payload    string
-	roceFabric string
-	hosts      int
-	roceQPs    []int
-	vs         []arVariant
-}
-
-// fabricCell names the fabric of cfg as a table cell: planes × link
-// speed, "+PFC" where PFC is on.
-func fabricCell(planes int, speed string, pfc bool) string {
-	s := fmt.Sprintf("%d×%s", planes, speed)
-	if pfc {
-		s += "+PFC"
-	}
-	return s
-}
-
-// transportGrid reads the parameters the transport-comparison experiments
-// share (size, losses, roceQPs, payload, roceFabric, hosts). Every bad
-// parameter is reported, not only the first.
-func transportGrid(env *Env) (grid, error) {
-	r := newParamReader(env)
-	var g grid
-	g.sizes = r.sizes("size")
-	g.losses = r.losses("losses")
-	g.roceQPs = r.integers("roceQPs", 1, maxParamQPs)
-	g.payload = r.choice("payload", "real", "elided")
-	g.roceFabric = r.choice("roceFabric", roceFabricPaper, roceFabricSamePlanes)
-	hostSets, hosts := r.hosts("hosts", env.Config)
-	if err := r.err(); err != nil {
-		return grid{}, err
-	}
-	g.hosts = hosts
-	f := env.Config.Fabric
-	g.vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, fabric: fabricCell(f.Planes, f.HostLinkSpeed, f.Queue.PFC.Enabled),
-		sets: mrcSets(1, hostSets...)}}
-	rf := fabricCell(f.Planes, f.HostLinkSpeed, f.Queue.PFC.Enabled)
-	if g.roceFabric == roceFabricPaper {
-		rf = fabricCell(1, config.FormatSpeed(uint64(max(f.Planes, 1))*f.HostLinkBps()), true)
-	}
-	for _, q := range g.roceQPs {
-		g.vs = append(g.vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q, fabric: rf,
-			sets: roceSets(q, append(paperRoCESets(env.Config, g.roceFabric), hostSets...)...)})
-	}
-	return g, nil
 }
 
 // CheckParams implements ParamChecker.
@@ -452,112 +388,4 @@ func (allreduceLoss) checks(sz string, cells []*arCell, base map[string]float64,
 		}
 	}
 	return cs
-}
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return math.NaN()
-	}
-	return a / b
-}
-
-func slicesMax(x []float64) float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = max(m, v)
-	}
-	return m
-}
-
-func hostRateOf(cfg config.Config) uint64 { return uint64(cfg.Fabric.HostLinkBps()) }
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func pct(f float64) string { return pctNum(f) + "%" }
-
-// pctNum is f in percent, as short as it is exact (0.1 for 0.001): a
-// tick or a cell under a "(%)" header.
-func pctNum(f float64) string { return strconv.FormatFloat(100*f, 'g', -1, 64) }
-
-func pctOrNA(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return pctCell(f) + "%"
-}
-
-// pctCell is fraction f as a table cell under a "(%)" header: percent
-// with one decimal, "n/a" for NaN.
-func pctCell(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return strconv.FormatFloat(100*f, 'f', 1, 64)
-}
-
-// lossAxis and lossTicks are the x axis of a plot against the loss rates
-// of a grid: one category per rate, in percent.
-const lossAxis = "Bernoulli loss rate on every link (%)"
-
-func lossTicks(losses []float64) []string {
-	var t []string
-	for _, l := range losses {
-		t = append(t, pctNum(l))
-	}
-	return t
-}
-
-// transportColumns and transportCells are the columns the transport grids
-// (allreduce-loss, alltoall) share, after the ones naming the cell: loss
-// rate, time, busbw, share of the NIC, share kept of the loss-free busbw,
-// result; nic is the NIC's rate in GB/s.
-func transportColumns(nic float64) string {
-	return fmt.Sprintf("loss per link (%%)\ttime (µs)\tbusbw (GB/s)\tof %.0f GB/s NIC (%%)\tof loss-free busbw (%%)\tresult", nic)
-}
-
-func transportCells(loss float64, timeNs int64, busbw, ofNIC, kept float64, result string) string {
-	return fmt.Sprintf("%s\t%.1f\t%.2f\t%s\t%s\t%s", pctNum(loss), float64(timeNs)/1e3, busbw, pctCell(ofNIC), pctCell(kept), result)
-}
-
-// durText is d for titles and prose: a number, a space, a unit (2 ms,
-// 768.084 µs), not time.Duration's "768.084µs" beside "23.0 µs".
-func durText(d time.Duration) string {
-	units := []struct {
-		name string
-		d    time.Duration
-	}{{"s", time.Second}, {"ms", time.Millisecond}, {"µs", time.Microsecond}}
-	for _, u := range units {
-		if d >= u.d || d <= -u.d {
-			return strconv.FormatFloat(float64(d)/float64(u.d), 'f', -1, 64) + " " + u.name
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + " ns"
-}
-
-// usCell is a time in ns as a table cell under a "(µs)" header: one
-// decimal, or "never" for a negative time (an event that did not happen).
-func usCell(ns int64) string {
-	if ns < 0 {
-		return "never"
-	}
-	return strconv.FormatFloat(float64(ns)/1e3, 'f', 1, 64)
-}
-
-func f4(f float64) string {
-	if math.IsNaN(f) {
-		return ""
-	}
-	return strconv.FormatFloat(f, 'f', 4, 64)
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -3,7 +3,6 @@ package experiments
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -368,29 +367,6 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 		durText(time.Duration(from)), durText(time.Duration(to)), hosts, t1s, t1s, hosts-1)
 	res.Checks = x.checks(cells, t1s)
 	return res, nil
-}
-
-// brEntry is a line of the event log: the faults recorder's entry, with
-// the fabric and the fault of the run it comes from.
-// faultLogEntry is one line of an experiment's events.jsonl: a faults
-// recorder entry tagged with the fabric and the run it came from.
-type faultLogEntry struct {
-	Topology string `json:"topology"`
-	Run      string `json:"run"`
-	faults.Entry
-}
-
-// encodeFaultLog appends s's recorder entries to w as JSON lines tagged
-// with topology and run.
-func encodeFaultLog(w *bytes.Buffer, topology, run string, s *faults.Summary) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	for _, e := range s.Entries {
-		if err := enc.Encode(faultLogEntry{topology, run, e}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // touches says what a fault took: nodes × ports and planes, or fabric cables.

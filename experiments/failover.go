@@ -250,13 +250,6 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 	return res, nil
 }
 
-func usOrNever(ns int64) string {
-	if ns < 0 {
-		return "never"
-	}
-	return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-}
-
 // stall is how long the cell's flow received nothing after the cut: from
 // the first empty sampling interval after the cut to the next that is not
 // empty; a flow that never resumes stalls until its job ended (its QP's
