@@ -14,41 +14,30 @@ import (
 	"github.com/vcluster/vcluster/fabric"
 )
 
-func init() { Register(allreduceLoss{}) }
-
 // allreduceLoss is TARGETS T2/T3: ring all-reduce over one MRC QP (uSID,
 // spraying over every plane) against RoCE with 1, 8 and 16 QPs (ECMP, by
 // default on one 400G plane with PFC as published), with random loss on
 // every link.
-type allreduceLoss struct{}
-
-func (allreduceLoss) Name() string { return "allreduce-loss" }
-func (allreduceLoss) Title() string {
-	return "ring all-reduce, MRC 1 QP vs RoCE 1–16 QPs, under random loss"
+func init() {
+	Register(&Spec{
+		Name:    "allreduce-loss",
+		Title:   "ring all-reduce, MRC 1 QP vs RoCE 1–16 QPs, under random loss",
+		Targets: []string{"T2", "T3"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),
+		Params: []Param{
+			{Key: "size", Default: "32M", Quick: "64M", Full: "16M,64M,256M", Doc: "all-reduce sizes (nccl-tests bytes, comma-separated; every check runs at every size, busbw_vs_size plots need two or more); quick is larger than default but elides the payload, which is cheaper"},
+			{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
+			{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T2 checks need 1, 8 and 16)"},
+			{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided; quick and full elide it (full: 64 ranks × 256 MiB send/receive/scratch buffers per variant would need tens of GiB)"},
+			roceFabricParam,
+			hostsParam,
+		},
+		Setup: allreduceLossSetup,
+		Args:  Typed[grid]{Read: transportGrid, Run: runAr, Payload: payloadAr},
+	})
 }
 
-// SerialReason implements Partitionable: allreduceLoss runs collectives or transfers
-// only, started between runs, so it can run partitioned.
-func (allreduceLoss) SerialReason() string { return "" }
-
-func (allreduceLoss) TargetRows() []string {
-	return []string{"T2", "T3"}
-}
-func (allreduceLoss) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16")
-}
-func (allreduceLoss) Params() []Param {
-	return []Param{
-		{Key: "size", Default: "32M", Quick: "64M", Full: "16M,64M,256M", Doc: "all-reduce sizes (nccl-tests bytes, comma-separated; every check runs at every size, busbw_vs_size plots need two or more); quick is larger than default but elides the payload, which is cheaper"},
-		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
-		{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T2 checks need 1, 8 and 16)"},
-		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided; quick and full elide it (full: 64 ranks × 256 MiB send/receive/scratch buffers per variant would need tens of GiB)"},
-		roceFabricParam,
-		hostsParam,
-	}
-}
-func (allreduceLoss) Describe() string {
-	return `Every host of the cluster is one rank of a ring all-reduce (nccl-tests
+const allreduceLossSetup = `Every host of the cluster is one rank of a ring all-reduce (nccl-tests
 sizes and bus bandwidth: busbw = algbw × 2(n−1)/n). MRC: one QP per pair of
 ranks, spraying over every plane on uSID paths (NSCC, trimming, selective
 retransmission, PFC off). RoCE: go-back-N with DCQCN on ECMP, 1, 8 and 16
@@ -68,7 +57,6 @@ default: 32M with real bytes; full: 16M, 64M, 256M elided) and names it;
 busbw_vs_loss plots the largest, busbw_vs_size plots busbw against size.
 "Possible" in "RoCE 1 QP reaches about half of possible" is the busbw one
 MRC QP reaches at the same size (what this fabric delivers to one rank).`
-}
 
 type arCell struct {
 	v    arVariant
@@ -79,30 +67,20 @@ type arCell struct {
 	err  error
 }
 
-// CheckParams implements ParamChecker.
-func (allreduceLoss) CheckParams(env *Env) error {
-	_, err := transportGrid(env)
-	return err
-}
-
-// PayloadBytesPerHost implements PayloadEstimator: the largest size's
-// buffers, when the payload is real.
-func (allreduceLoss) PayloadBytesPerHost(env *Env) uint64 {
-	g, err := transportGrid(env)
-	if err != nil || g.payload != "real" {
+// payloadAr is Typed.Payload: the largest size's buffers, when the
+// payload is real.
+func payloadAr(g grid) uint64 {
+	if g.payload != "real" {
 		return 0
 	}
 	return collectiveBuffers(g.sizes[len(g.sizes)-1])
 }
 
-func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
-	g, err := transportGrid(env)
-	if err != nil {
-		return nil, err
-	}
+func runAr(ctx context.Context, env *Env, g grid) (*Results, error) {
 	sizes, losses, payload, vs := g.sizes, g.losses, g.payload, g.vs
 	res := &Results{Columns: []string{"transport", "qps", "loss", "ranks", "size", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric"}}
 	cfgs := make([]config.Config, len(vs))
+	var err error
 	for i, v := range vs {
 		if cfgs[i], err = override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload)); err != nil {
 			return nil, fmt.Errorf("%s: %w", v.name, err)
@@ -264,7 +242,7 @@ grid:
 				atBase[c.v.name] = base[key{c.size, c.v.name}]
 			}
 		}
-		res.Checks = append(res.Checks, x.checks(collectives.FormatBytes(z), at, atBase, g.roceQPs)...)
+		res.Checks = append(res.Checks, arChecks(collectives.FormatBytes(z), at, atBase, g.roceQPs)...)
 	}
 	return res, nil
 }
@@ -292,7 +270,7 @@ var (
 // checks states the T2/T3 claims at one size (sz, e.g. "64M"): cells are
 // that size's, base each variant's loss-free busbw, qps the RoCE QP counts
 // that ran.
-func (allreduceLoss) checks(sz string, cells []*arCell, base map[string]float64, qps []int) []Check {
+func arChecks(sz string, cells []*arCell, base map[string]float64, qps []int) []Check {
 	get := func(mrc bool, q int, loss float64) *arCell {
 		for _, c := range cells {
 			if c.v.mrc == mrc && (mrc || c.v.qps == q) && c.loss == loss {

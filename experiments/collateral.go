@@ -16,47 +16,33 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(collateral{}) }
-
-// plotPoints bounds the points of a time-series plot line (samples are
-// averaged in bins); results.csv keeps the unbinned summaries.
-const plotPoints = 300
-
 // collateral is TARGETS T5: on cluster D (one 400G plane) a cross-T1 7:1
 // incast into one host and a victim flow into another host of the same
 // T0, whose traffic shares the T1→T0 downlinks with the incast. MRC
 // (spraying, trimming, NSCC, no PFC) against RoCE with PFC and DCQCN (1
 // and 8 QPs per flow) and RoCE with PFC alone; the victim's throughput over
 // time.
-type collateral struct{}
-
-func (collateral) Name() string { return "collateral" }
-func (collateral) Title() string {
-	return "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone"
+func init() {
+	Register(&Spec{
+		Name:    "collateral",
+		Title:   "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone",
+		Targets: []string{"T5"},
+		Cluster: paperCluster("fabric.preset=D"),
+		Params: []Param{
+			{Key: "senders", Default: "7", Doc: "N of the N:1 incast; senders are taken round-robin from the other racks"},
+			{Key: "each", Default: "256M", Quick: "64M", Full: "1G", Doc: "bytes each incast sender writes (the incast lasts ≥ senders × each at line rate: quick ≈ 9 ms)"},
+			{Key: "incastAt", Default: "200us", Doc: "virtual time the incast starts (the victim starts at 0)"},
+			{Key: "tail", Default: "1ms", Quick: "500us", Full: "5ms", Doc: "how long the run goes on after the last incast transfer completed"},
+			{Key: "interval", Default: "20us", Quick: "10us", Full: "100us", Doc: "victim throughput sampling interval (bytes into the victim's NIC)"},
+			{Key: "dipWindow", Default: "1ms", Doc: "the stand-in for the paper's 1-s throughput samples: the victim's lowest mean over consecutive windows this long during the incast (a whole multiple of exp.interval; ≥ 3 of DCQCN's 300 µs rate-increase periods, so a window spans DCQCN's own cycle as a 1-s sample spans thousands of them)"},
+			{Key: "deadline", Default: "200ms", Quick: "100ms", Full: "1s", Doc: "virtual-time cap: an incast not done by then is reported as stalled"},
+		},
+		Setup: collateralSetup,
+		Args:  Typed[coParams]{Read: readCo, Run: runCo},
+	})
 }
 
-// SerialReason implements Partitionable: collateral runs partitioned (the
-// event that starts the incast on every sender and the victim's sampler
-// are global events between windows, cluster.Scheduler).
-func (collateral) SerialReason() string { return "" }
-
-func (collateral) TargetRows() []string { return []string{"T5"} }
-func (collateral) ClusterSets() []string {
-	return paperCluster("fabric.preset=D")
-}
-func (collateral) Params() []Param {
-	return []Param{
-		{Key: "senders", Default: "7", Doc: "N of the N:1 incast; senders are taken round-robin from the other racks"},
-		{Key: "each", Default: "256M", Quick: "64M", Full: "1G", Doc: "bytes each incast sender writes (the incast lasts ≥ senders × each at line rate: quick ≈ 9 ms)"},
-		{Key: "incastAt", Default: "200us", Doc: "virtual time the incast starts (the victim starts at 0)"},
-		{Key: "tail", Default: "1ms", Quick: "500us", Full: "5ms", Doc: "how long the run goes on after the last incast transfer completed"},
-		{Key: "interval", Default: "20us", Quick: "10us", Full: "100us", Doc: "victim throughput sampling interval (bytes into the victim's NIC)"},
-		{Key: "dipWindow", Default: "1ms", Doc: "the stand-in for the paper's 1-s throughput samples: the victim's lowest mean over consecutive windows this long during the incast (a whole multiple of exp.interval; ≥ 3 of DCQCN's 300 µs rate-increase periods, so a window spans DCQCN's own cycle as a 1-s sample spans thousands of them)"},
-		{Key: "deadline", Default: "200ms", Quick: "100ms", Full: "1s", Doc: "virtual-time cap: an incast not done by then is reported as stalled"},
-	}
-}
-func (collateral) Describe() string {
-	return `Cluster D: one 400G plane, 4 racks (T0) × 4 hosts, 4 T1. Host 0 (X) is
+const collateralSetup = `Cluster D: one 400G plane, 4 racks (T0) × 4 hosts, 4 T1. Host 0 (X) is
 the incast target: exp.senders hosts of the other racks (round-robin over
 racks 1–3: 4, 8, 12, 5, 9, 13, 6 for 7) each write exp.each bytes to X,
 starting at exp.incastAt. The victim flow runs from 0 to the end, from the
@@ -88,7 +74,10 @@ exp.dipWindow windows from exp.incastAt, the stand-in for the paper's
 periods, as 1 s spans thousands; the incast spans 10 windows at quick, 40
 at default). Checks: MRC and DCQCN 1 QP and PFC-only read "during",
 DCQCN 8 QPs its worst window.`
-}
+
+// plotPoints bounds the points of a time-series plot line (samples are
+// averaged in bins); results.csv keeps the unbinned summaries.
+const plotPoints = 300
 
 type coCell struct {
 	name  string
@@ -130,7 +119,7 @@ type coParams struct {
 
 // params reads collateral's parameters and checks the fabric can host the
 // incast.
-func (collateral) params(env *Env) (coParams, error) {
+func readCo(env *Env) (coParams, error) {
 	r := newParamReader(env)
 	fc := env.Config.Fabric
 	var p coParams
@@ -155,17 +144,7 @@ func (collateral) params(env *Env) (coParams, error) {
 	return p, err
 }
 
-// CheckParams implements ParamChecker.
-func (x collateral) CheckParams(env *Env) error {
-	_, err := x.params(env)
-	return err
-}
-
-func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
-	p, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runCo(ctx context.Context, env *Env, p coParams) (*Results, error) {
 	n, each, senders, vsrc := len(p.senders), p.each, p.senders, p.vsrc
 	incastAt, tail, interval, deadline := p.incastAt, p.tail, p.interval, p.deadline
 	const X, Y = 0, 1
@@ -273,13 +252,13 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 		env.logf("collateral: %s: victim before %.1f%%, during %.1f%% (worst %.1f%%), incast %.1f%% of line rate, %d PAUSE\n",
 			cell.name, 100*cell.before, 100*cell.during, 100*cell.worst, 100*cell.incastFrac, cell.pauses)
 	}
-	res := x.report(cells, n, each, incastAt, interval, p.dipWindow, senders, vsrc, line)
+	res := coReport(cells, n, each, incastAt, interval, p.dipWindow, senders, vsrc, line)
 	res.Notes += "\n\nECN as resolved per port (fabric.queue.ecn.preset): " + strings.Join(ecn, "; ") + "."
 	res.Events = events
 	return res, nil
 }
 
-func (collateral) report(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow time.Duration, senders []int, vsrc int, line float64) *Results {
+func coReport(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow time.Duration, senders []int, vsrc int, line float64) *Results {
 	res := &Results{Columns: []string{"transport", "senders", "bytes_each", "incast_start_ns", "incast_end_ns", "incast_stalled", "incast_fraction_of_line",
 		"victim_before_fraction_of_line", "victim_during_fraction_of_line", "victim_worst_sample_fraction_of_line", "victim_worst_window_fraction_of_line", "victim_after_fraction_of_line", "pause_frames", "drops", "trims",
 		"victim_t1s", "incast_qps_on_victim_downlinks"}}

@@ -16,38 +16,28 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(failover{}) }
-
 // failover is TARGETS T7: the busiest T0–T1 link of a transfer's active
 // path is cut mid-transfer (a faults plan run by faults.Drill), MRC
 // against RoCE; receive throughput over time and time to bypass.
-type failover struct{}
-
-func (failover) Name() string { return "failover" }
-func (failover) Title() string {
-	return "link on an active path cut mid-transfer: MRC bypass vs RoCE stall"
+func init() {
+	Register(&Spec{
+		Name:    "failover",
+		Title:   "link on an active path cut mid-transfer: MRC bypass vs RoCE stall",
+		Targets: []string{"T7"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),
+		Params: []Param{
+			{Key: "bytes", Default: "64M", Quick: "16M", Doc: "transfer size, host 0 → last host (across T1), one QP"},
+			{Key: "cutAt", Default: "300us", Quick: "100us", Doc: "virtual time the link goes down (and stays down)"},
+			{Key: "interval", Default: "10us", Doc: "throughput sampling interval (bytes received at the destination NIC, all planes)"},
+			{Key: "deadline", Default: "50ms", Doc: "virtual-time cap: a transfer not done by then is stalled"},
+			{Key: "reconvergence", Default: config.PaperECMPReconvergence, Doc: "RoCE cell's fabric.ecmpReconvergence: the BGP-style delay after which the ECMP switches route around the cut link (config.PaperECMPReconvergence); 0..10s"},
+		},
+		Setup: failoverSetup,
+		Args:  Typed[foParams]{Read: readFo, Run: runFo, Payload: payloadFo},
+	})
 }
 
-// SerialReason implements Partitionable: failover runs partitioned (the
-// fault plan and the throughput sampler act as global events between
-// windows, cluster.Scheduler).
-func (failover) SerialReason() string { return "" }
-
-func (failover) TargetRows() []string { return []string{"T7"} }
-func (failover) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16")
-}
-func (failover) Params() []Param {
-	return []Param{
-		{Key: "bytes", Default: "64M", Quick: "16M", Doc: "transfer size, host 0 → last host (across T1), one QP"},
-		{Key: "cutAt", Default: "300us", Quick: "100us", Doc: "virtual time the link goes down (and stays down)"},
-		{Key: "interval", Default: "10us", Doc: "throughput sampling interval (bytes received at the destination NIC, all planes)"},
-		{Key: "deadline", Default: "50ms", Doc: "virtual-time cap: a transfer not done by then is stalled"},
-		{Key: "reconvergence", Default: config.PaperECMPReconvergence, Doc: "RoCE cell's fabric.ecmpReconvergence: the BGP-style delay after which the ECMP switches route around the cut link (config.PaperECMPReconvergence); 0..10s"},
-	}
-}
-func (failover) Describe() string {
-	return `Host 0 writes to the last host (across T1) over one QP with the payload
+const failoverSetup = `Host 0 writes to the last host (across T1) over one QP with the payload
 carried and compared byte for byte. At exp.cutAt one cable of the
 transfer's active path goes down in both directions and stays down, in two
 runs per transport: the source-side cut (faults selector busiest:t0-t1, the
@@ -66,7 +56,6 @@ frame sent into the dead link, frames lost); the drill also runs the same
 transfer without the fault for the slowdown. Throughput over time is the
 bytes arriving at the destination NIC (all planes, retransmissions
 included) per sampling interval.`
-}
 
 type foCell struct {
 	name    string
@@ -87,7 +76,7 @@ type foParams struct {
 }
 
 // params reads failover's parameters.
-func (failover) params(env *Env) (foParams, error) {
+func readFo(env *Env) (foParams, error) {
 	r := newParamReader(env)
 	p := foParams{size: r.size("bytes")}
 	d := r.durations("cutAt", "interval", "deadline")
@@ -98,27 +87,13 @@ func (failover) params(env *Env) (foParams, error) {
 	return p, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x failover) CheckParams(env *Env) error {
-	_, err := x.params(env)
-	return err
-}
-
-// PayloadBytesPerHost implements PayloadEstimator: the transfer is real
+// payloadFo is Typed.Payload: the transfer is real
 // (verified byte for byte); its source and destination each hold it.
-func (x failover) PayloadBytesPerHost(env *Env) uint64 {
-	p, err := x.params(env)
-	if err != nil {
-		return 0
-	}
+func payloadFo(p foParams) uint64 {
 	return p.size
 }
 
-func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
-	prm, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runFo(ctx context.Context, env *Env, prm foParams) (*Results, error) {
 	size, cutAt, interval, deadline := prm.size, prm.cutAt, prm.interval, prm.deadline
 	// Two cuts of the active path: the source T0's uplink (busiest:t0-t1
 	// picks it: ties go to the first cable, the source's) and the T1's

@@ -12,33 +12,24 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(p2p{}) }
-
 // p2p is TARGETS T1: one-way latency of a 2-byte write within one T0 and
 // across T1, and the goodput of a stream of w-byte writes.
-type p2p struct{}
-
-func (p2p) Name() string { return "p2p" }
-func (p2p) Title() string {
-	return "point-to-point latency (2 B) and write bandwidth, within one T0 and across T1"
+func init() {
+	Register(&Spec{
+		Name:    "p2p",
+		Title:   "point-to-point latency (2 B) and write bandwidth, within one T0 and across T1",
+		Targets: []string{"T1"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8"),
+		Params: []Param{
+			{Key: "writes", Default: "4K,16K,32K,64K,256K,1M", Quick: "4K,32K,1M", Doc: "write sizes for the bandwidth rows"},
+			{Key: "stream", Default: "64M", Quick: "32M", Doc: "bytes per bandwidth measurement (a stream of writes of one size, one QP; long enough that the first RTT of ramp-up does not dominate)"},
+		},
+		Setup: p2pSetup,
+		Args:  Typed[p2pParams]{Read: readP2P, Run: runP2P},
+	})
 }
 
-// SerialReason implements Partitionable: p2p runs collectives or transfers
-// only, started between runs, so it can run partitioned.
-func (p2p) SerialReason() string { return "" }
-
-func (p2p) TargetRows() []string { return []string{"T1"} }
-func (p2p) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8")
-}
-func (p2p) Params() []Param {
-	return []Param{
-		{Key: "writes", Default: "4K,16K,32K,64K,256K,1M", Quick: "4K,32K,1M", Doc: "write sizes for the bandwidth rows"},
-		{Key: "stream", Default: "64M", Quick: "32M", Doc: "bytes per bandwidth measurement (a stream of writes of one size, one QP; long enough that the first RTT of ramp-up does not dominate)"},
-	}
-}
-func (p2p) Describe() string {
-	return `Host 0 writes to host 1 (same T0: host–T0–host) and to the last host
+const p2pSetup = `Host 0 writes to host 1 (same T0: host–T0–host) and to the last host
 (across T1: host–T0–T1–T0–host) over one QP. Latency: a single 2-byte
 RDMA WriteImm, from the post to the moment the responder's application sees
 its completion (one way, virtual time): serialization and propagation, the
@@ -54,7 +45,6 @@ measured 87% within T0 and 80% across T1 (the longer RTT costs more), with
 32 MiB 95% and 94%; the goodput's time runs from the post to the last
 completion, so it also pays the NIC latency once. Neither transport models a
 per-work-request cost, so goodput barely depends on the write size.`
-}
 
 // latencyBytes is the size of the latency probe: one WriteImm of 2 bytes.
 const latencyBytes = 2
@@ -107,32 +97,30 @@ func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *ui
 	return tr.RecvImmAt - tr.Start, tr.GoodputBps(), line, nil
 }
 
-// params reads p2p's parameters: the write sizes and the stream length.
-func (p2p) params(env *Env) (writes []uint64, stream uint64, err error) {
+// p2pParams are p2p's parameters: the write sizes of the bandwidth rows
+// and the stream length.
+type p2pParams struct {
+	writes []uint64
+	stream uint64
+}
+
+func readP2P(env *Env) (p2pParams, error) {
 	r := newParamReader(env)
+	var p p2pParams
 	for _, s := range r.list("writes") {
 		w, ok := parseParamBytes(s)
 		if !ok {
 			r.bad("writes", "%q is not a size; must be a comma-separated list of %ss", s, bytesRange)
 			break
 		}
-		writes = append(writes, w)
+		p.writes = append(p.writes, w)
 	}
-	stream = r.size("stream")
-	return writes, stream, r.err()
+	p.stream = r.size("stream")
+	return p, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x p2p) CheckParams(env *Env) error {
-	_, _, err := x.params(env)
-	return err
-}
-
-func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
-	writes, stream, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
+	writes, stream := p.writes, p.stream
 	res := &Results{Columns: []string{"transport", "path", "from", "to", "measure", "write_bytes", "latency_ns", "goodput_bps", "fraction_of_line_rate"}}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
