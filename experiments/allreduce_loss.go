@@ -78,7 +78,7 @@ func payloadAr(g grid) uint64 {
 
 func runAr(ctx context.Context, env *Env, g grid) (*Results, error) {
 	sizes, losses, payload, vs := g.sizes, g.losses, g.payload, g.vs
-	res := &Results{Columns: []string{"transport", "qps", "loss", "ranks", "size", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric"}}
+	res := &Results{}
 	cfgs := make([]config.Config, len(vs))
 	var err error
 	for i, v := range vs {
@@ -197,8 +197,7 @@ grid:
 		}
 		keep := keepOf(c)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), busbw(c), c.frac, keep, result))
-		res.Rows = append(res.Rows, []string{c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks), collectives.FormatBytes(c.size),
-			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(busbw(c)), f4(c.frac), f4(keep), c.res.Check, errText(c.err), c.v.fabric})
+		res.Row(C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("size", collectives.FormatBytes(c.size)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(busbw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep)), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric))
 		if !slices.Contains(order, c.v.name) {
 			order = append(order, c.v.name)
 		}

@@ -189,7 +189,7 @@ func runA2a(ctx context.Context, env *Env, p a2aParams) (*Results, error) {
 			algo string
 		}{RING, collectives.AllReduce, "ring"})
 	}
-	res := &Results{Columns: []string{"collective", "transport", "qps", "loss", "ranks", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric", "size", "formula_busbw_GBps", "timeouts", "retransmissions"}}
+	res := &Results{}
 	cfgs := make([]config.Config, len(vs))
 	var err error
 	for i, v := range vs {
@@ -275,9 +275,7 @@ grid:
 			result = "bytes verified"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.coll, c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result), c.timeouts, c.retx)
-		res.Rows = append(res.Rows, []string{c.coll, c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks),
-			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(bw(c)), f4(c.frac), f4(keep(c)), c.res.Check, errText(c.err),
-			c.v.fabric, collectives.FormatBytes(c.size), "", strconv.FormatUint(c.timeouts, 10), strconv.FormatUint(c.retx, 10)})
+		res.Row(C("collective", c.coll), C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(bw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep(c))), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric), C("size", collectives.FormatBytes(c.size)), C("formula_busbw_GBps", ""), C("timeouts", strconv.FormatUint(c.timeouts, 10)), C("retransmissions", strconv.FormatUint(c.retx, 10)))
 		if c.size != largest {
 			continue
 		}
@@ -449,9 +447,7 @@ func a2aScaling(ctx context.Context, env *Env, p a2aParams, res *Results, first,
 		env.logf("alltoall: scaling %4d ranks  busbw %6.2f GB/s, formula %6.2f GB/s %v\n", got, busbw, fb, errText(err))
 		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%s\n", ranks, cfg.Fabric.T0PerPlane, float64(r.TimeNs)/1e3, busbw,
 			float64(ft)/1e3, fb, 100*busbw/fb, alpha.Seconds()*1e6, result)
-		res.Rows = append(res.Rows, []string{"all-to-all scaling", "MRC, 1 QP", "1", "0", strconv.Itoa(ranks), strconv.FormatUint(r.Bytes, 10), strconv.FormatInt(int64(r.TimeNs), 10),
-			f4(r.AlgBW), f4(busbw), f4(busbw * 1e9 / nic), "", r.Check, errText(err), fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled),
-			collectives.FormatBytes(p.scaleSize), f4(fb), strconv.FormatUint(o.timeouts, 10), strconv.FormatUint(o.retx, 10)})
+		res.Row(C("collective", "all-to-all scaling"), C("transport", "MRC, 1 QP"), C("qps", "1"), C("loss", "0"), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(r.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(r.TimeNs), 10)), C("algbw_GBps", f4(r.AlgBW)), C("busbw_GBps", f4(busbw)), C("fraction_of_nic", f4(busbw*1e9/nic)), C("vs_no_loss", ""), C("check", r.Check), C("error", errText(err)), C("fabric", fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled)), C("size", collectives.FormatBytes(p.scaleSize)), C("formula_busbw_GBps", f4(fb)), C("timeouts", strconv.FormatUint(o.timeouts, 10)), C("retransmissions", strconv.FormatUint(o.retx, 10)))
 		meas.X, meas.Y = append(meas.X, float64(ranks)), append(meas.Y, busbw)
 		form.X, form.Y = append(form.X, float64(ranks)), append(form.Y, fb)
 	}

@@ -252,8 +252,7 @@ func runBr(ctx context.Context, env *Env, p brParams) (*Results, error) {
 	topos, t1s, size, from, to := p.topos, p.t1s, p.size, p.from, p.to
 	hosts := 2 * t1s
 	var logb bytes.Buffer
-	res := &Results{Columns: []string{"topology", "fault", "kind", "selector", "workload", "cables", "hosts_touched", "ports_per_host", "planes_touched",
-		"gbps_before", "gbps_after", "lost_fraction", "lost_ideal_fraction", "qp_errors", "transport_outcome"}}
+	res := &Results{}
 	var cells []*brCell
 	point, points := 0, len(topos)*(len(brFaults)+2)
 	step := func(label string) {
@@ -319,9 +318,7 @@ func runBr(ctx context.Context, env *Env, p brParams) (*Results, error) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f → %.0f\t%.2f\t%.2f\t%d\n", c.topo.name, c.fault.name, touches(r), c.fault.workload, c.base.job/1e9, r.job/1e9,
 			100*c.lost, 100*c.ideal, r.s.QPErrors)
-		res.Rows = append(res.Rows, []string{c.topo.name, c.fault.name, c.fault.kind, c.fault.target, c.fault.workload, strings.Join(r.targets, " "),
-			strconv.Itoa(len(r.touched)), portsPerHost(r.touched), strconv.Itoa(len(r.planes)), f4(c.base.job / 1e9), f4(r.job / 1e9),
-			f4(c.lost), f4(c.ideal), strconv.Itoa(r.s.QPErrors), r.s.TransportOutcome})
+		res.Row(C("topology", c.topo.name), C("fault", c.fault.name), C("kind", c.fault.kind), C("selector", c.fault.target), C("workload", c.fault.workload), C("cables", strings.Join(r.targets, " ")), C("hosts_touched", strconv.Itoa(len(r.touched))), C("ports_per_host", portsPerHost(r.touched)), C("planes_touched", strconv.Itoa(len(r.planes))), C("gbps_before", f4(c.base.job/1e9)), C("gbps_after", f4(r.job/1e9)), C("lost_fraction", f4(c.lost)), C("lost_ideal_fraction", f4(c.ideal)), C("qp_errors", strconv.Itoa(r.s.QPErrors)), C("transport_outcome", r.s.TransportOutcome))
 		s := series[c.topo.name]
 		if s == nil {
 			s = &Series{Name: c.topo.name}

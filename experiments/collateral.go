@@ -259,9 +259,7 @@ func runCo(ctx context.Context, env *Env, p coParams) (*Results, error) {
 }
 
 func coReport(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow time.Duration, senders []int, vsrc int, line float64) *Results {
-	res := &Results{Columns: []string{"transport", "senders", "bytes_each", "incast_start_ns", "incast_end_ns", "incast_stalled", "incast_fraction_of_line",
-		"victim_before_fraction_of_line", "victim_during_fraction_of_line", "victim_worst_sample_fraction_of_line", "victim_worst_window_fraction_of_line", "victim_after_fraction_of_line", "pause_frames", "drops", "trims",
-		"victim_t1s", "incast_qps_on_victim_downlinks"}}
+	res := &Results{}
 	var samples int
 	for _, c := range cells {
 		samples = max(samples, len(c.victim))
@@ -287,9 +285,7 @@ func coReport(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f%s\t%s\t%d\t%d\t%d\t%s\t%s\n", c.name, pctCell(c.before), pctCell(c.during), pctCell(c.worst), pctCell(c.dip), pctCell(c.after),
 			float64(c.incastEnd-sim.Time(incastAt))/1e3, stall, pctCell(c.incastFrac), c.pauses, c.drops, c.trims, t1s, shared)
 		tp.Marks = append(tp.Marks, Mark{X: float64(c.incastEnd) / 1e3, Label: c.name + ": " + end})
-		res.Rows = append(res.Rows, []string{c.short, strconv.Itoa(n), strconv.FormatUint(each, 10), strconv.FormatInt(incastAt.Nanoseconds(), 10),
-			strconv.FormatInt(int64(c.incastEnd), 10), strconv.FormatBool(c.stalled), f4(c.incastFrac), f4(c.before), f4(c.during), f4(c.worst), f4(c.dip), f4(c.after),
-			strconv.FormatUint(c.pauses, 10), strconv.FormatUint(c.drops, 10), strconv.FormatUint(c.trims, 10), t1s, shared})
+		res.Row(C("transport", c.short), C("senders", strconv.Itoa(n)), C("bytes_each", strconv.FormatUint(each, 10)), C("incast_start_ns", strconv.FormatInt(incastAt.Nanoseconds(), 10)), C("incast_end_ns", strconv.FormatInt(int64(c.incastEnd), 10)), C("incast_stalled", strconv.FormatBool(c.stalled)), C("incast_fraction_of_line", f4(c.incastFrac)), C("victim_before_fraction_of_line", f4(c.before)), C("victim_during_fraction_of_line", f4(c.during)), C("victim_worst_sample_fraction_of_line", f4(c.worst)), C("victim_worst_window_fraction_of_line", f4(c.dip)), C("victim_after_fraction_of_line", f4(c.after)), C("pause_frames", strconv.FormatUint(c.pauses, 10)), C("drops", strconv.FormatUint(c.drops, 10)), C("trims", strconv.FormatUint(c.trims, 10)), C("victim_t1s", t1s), C("incast_qps_on_victim_downlinks", shared))
 		tp.Series = append(tp.Series, binned(c.name, c.victim, 0, float64(interval.Nanoseconds())/1e3, plotPoints))
 	}
 	tw.Flush()

@@ -279,8 +279,7 @@ func runDq(ctx context.Context, env *Env, p dqParams) (*Results, error) {
 }
 
 func dqReport(rs []dqResult, n int, stagger, hold, settle, interval time.Duration) *Results {
-	res := &Results{Columns: []string{"setting", "phase", "flows_active", "from_ns", "to_ns", "throughput_fraction_of_last_hop", "settled_throughput_fraction_of_last_hop", "mean_queue_bytes", "max_queue_bytes",
-		"queue_empty_fraction", "last_hop_ecn_marks", "pause_frames", "first_pause_ns", "first_pause_flows", "drops"}}
+	res := &Results{}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "setting\tthroughput (% of last hop)\tsettled throughput (%)\tsettled shortfall (%)\tmean queue (KB)\tmax queue (KB)\tqueue empty (% of time)\tlast-hop ECN marks\tPAUSE frames\tfirst PAUSE (µs)\tflows active at first PAUSE\tdrops")
@@ -293,8 +292,7 @@ func dqReport(rs []dqResult, n int, stagger, hold, settle, interval time.Duratio
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%d\t%d\t%s\t%s\t%d\n", dqSettings[i].short, pctCell(w.throughput), pctCell(w.settled), pctCell(1-w.settled), w.meanQ/1e3, float64(w.maxQ)/1e3,
 			pctCell(w.emptyFrac), w.marks, w.totalPause, usCell(int64(w.firstPauseAt)), flows, w.drops)
 		row := func(ph dqPhase, name string, fp, fpf, drops string) {
-			res.Rows = append(res.Rows, []string{dqSettings[i].short, name, strconv.Itoa(ph.flows), strconv.FormatInt(int64(ph.from), 10), strconv.FormatInt(int64(ph.to), 10),
-				f4(ph.throughput), f4(ph.settled), strconv.FormatFloat(ph.meanQ, 'f', 0, 64), strconv.Itoa(ph.maxQ), f4(ph.emptyFrac), strconv.FormatUint(ph.marks, 10), strconv.FormatUint(ph.pauses, 10), fp, fpf, drops})
+			res.Row(C("setting", dqSettings[i].short), C("phase", name), C("flows_active", strconv.Itoa(ph.flows)), C("from_ns", strconv.FormatInt(int64(ph.from), 10)), C("to_ns", strconv.FormatInt(int64(ph.to), 10)), C("throughput_fraction_of_last_hop", f4(ph.throughput)), C("settled_throughput_fraction_of_last_hop", f4(ph.settled)), C("mean_queue_bytes", strconv.FormatFloat(ph.meanQ, 'f', 0, 64)), C("max_queue_bytes", strconv.Itoa(ph.maxQ)), C("queue_empty_fraction", f4(ph.emptyFrac)), C("last_hop_ecn_marks", strconv.FormatUint(ph.marks, 10)), C("pause_frames", strconv.FormatUint(ph.pauses, 10)), C("first_pause_ns", fp), C("first_pause_flows", fpf), C("drops", drops))
 		}
 		row(w, "window", strconv.FormatInt(int64(w.firstPauseAt), 10), strconv.Itoa(w.firstPauseFlows), strconv.FormatUint(w.drops, 10))
 		for _, ph := range r.phases {

@@ -297,18 +297,22 @@ type Section struct {
 }
 
 // Results are what a run produced. Columns and Rows are results.csv (and
-// results.json, one object per row); Table is the human table; every
+// results.json, one object per row, and report.html's results table),
+// built by Row; Table is the terminal table (also in report.md); every
 // value is a function of the config, parameters and seed.
 type Results struct {
 	Columns []string
 	Rows    [][]string
-	Table   string
-	Checks  []Check
-	Plots   []Plot
-	Notes   string // markdown after the table
-	Events  uint64 // simulation events executed
-	Before  []Section
-	Files   []File // extra files for the report directory, e.g. a faults event log
+	// table is what Row builds Columns and Rows from (and, for an
+	// experiment whose terminal table is its rows, Table: table.Text).
+	table  Table
+	Table  string
+	Checks []Check
+	Plots  []Plot
+	Notes  string // markdown after the table
+	Events uint64 // simulation events executed
+	Before []Section
+	Files  []File // extra files for the report directory, e.g. a faults event log
 	// Failed lists the points that failed, one line each with what failed
 	// ("RoCE, 1 QP, loss 1% (QP error: retry limit)"): an error, a stalled
 	// job, a QP error or a wrong byte where the experiment set out to

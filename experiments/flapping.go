@@ -291,7 +291,6 @@ func runFl(ctx context.Context, env *Env, p flParams) (*Results, error) {
 		a, b sim.Time
 	}
 	phases := []phase{{"before", first, sim.Time(flapAt)}, {"during", sim.Time(flapAt), flapEnd}, {"after", flapEnd + sim.Time(settle), end}}
-	res.Columns = []string{"phase", "from_ns", "to_ns", "baseline_goodput_GBps", "flapping_goodput_GBps", "ratio", "baseline_rx_Gbps", "flapping_rx_Gbps"}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "phase\twindow (ms)\tjob goodput, no faults (GB/s)\twith flapping (GB/s)\tchange (%%)\tNIC rx, no faults (Gb/s)\twith flapping (Gb/s)\n")
@@ -301,7 +300,7 @@ func runFl(ctx context.Context, env *Env, p flParams) (*Results, error) {
 		rb, rf := meanRate(base.rx, interval, ph.a, ph.b), meanRate(fl.rx, interval, ph.a, ph.b)
 		ratio[ph.name] = f / b
 		fmt.Fprintf(tw, "%s\t%.3f–%.3f\t%.1f\t%.1f\t%+.1f\t%.0f\t%.0f\n", ph.name, float64(ph.a)/1e6, float64(ph.b)/1e6, b, f, 100*(f/b-1), rb, rf)
-		res.Rows = append(res.Rows, []string{ph.name, strconv.FormatInt(int64(ph.a), 10), strconv.FormatInt(int64(ph.b), 10), f4(b), f4(f), f4(f / b), f4(rb), f4(rf)})
+		res.Row(C("phase", ph.name), C("from_ns", strconv.FormatInt(int64(ph.a), 10)), C("to_ns", strconv.FormatInt(int64(ph.b), 10)), C("baseline_goodput_GBps", f4(b)), C("flapping_goodput_GBps", f4(f)), C("ratio", f4(f/b)), C("baseline_rx_Gbps", f4(rb)), C("flapping_rx_Gbps", f4(rf)))
 	}
 	tw.Flush()
 	var fb bytes.Buffer

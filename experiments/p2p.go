@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
@@ -121,10 +120,13 @@ func readP2P(env *Env) (p2pParams, error) {
 
 func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
 	writes, stream := p.writes, p.stream
-	res := &Results{Columns: []string{"transport", "path", "from", "to", "measure", "write_bytes", "latency_ns", "goodput_bps", "fraction_of_line_rate"}}
-	var tb bytes.Buffer
-	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "transport\tpath\tmeasure\twrite (bytes)\tone-way latency (µs)\tgoodput (Gb/s)\tof line rate (%)")
+	res := &Results{}
+	// row is one measurement: the cells naming it, then what it measured.
+	row := func(v p2pVariant, path string, to int, measure string, w uint64, measured ...Cell) {
+		res.Row(append([]Cell{C("transport", v.name).Show("transport", v.name), C("path", path).Show("path", path),
+			C("from", "0"), C("to", strconv.Itoa(to)), C("measure", measure).Show("measure", measure),
+			C("write_bytes", strconv.FormatUint(w, 10)).Show("write (bytes)", collectives.FormatBytes(w))}, measured...)...)
+	}
 	type key struct{ v, path string }
 	lat := map[key]sim.Time{}
 	frac := map[key]map[uint64]float64{}
@@ -152,8 +154,9 @@ func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
 				return nil, fmt.Errorf("%s %s latency: %w", v.name, pth.name, err)
 			}
 			lat[k] = l
-			fmt.Fprintf(tw, "%s\t%s\tlatency\t%s\t%.3f\t\t\n", v.name, pth.name, collectives.FormatBytes(latencyBytes), float64(l)/1e3)
-			res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "latency", strconv.Itoa(latencyBytes), strconv.FormatInt(int64(l), 10), "", ""})
+			row(v, pth.name, pth.to, "latency", latencyBytes,
+				C("latency_ns", strconv.FormatInt(int64(l), 10)).Show("one-way latency (µs)", fmt.Sprintf("%.3f", float64(l)/1e3)),
+				C("goodput_bps", "").Show("goodput (Gb/s)", ""), C("fraction_of_line_rate", "").Show("of line rate (%)", ""))
 			frac[k] = map[uint64]float64{}
 			s := Series{Name: v.name + ", " + pth.name}
 			for _, w := range writes {
@@ -164,8 +167,9 @@ func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
 					return nil, fmt.Errorf("%s %s %d B writes: %w", v.name, pth.name, w, err)
 				}
 				frac[k][w] = g / line
-				fmt.Fprintf(tw, "%s\t%s\tbandwidth\t%s\t\t%.1f\t%s\n", v.name, pth.name, collectives.FormatBytes(w), g/1e9, pctCell(g/line))
-				res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "bandwidth", strconv.FormatUint(w, 10), "", strconv.FormatFloat(g, 'f', 0, 64), f4(g / line)})
+				row(v, pth.name, pth.to, "bandwidth", w, C("latency_ns", "").Show("one-way latency (µs)", ""),
+					C("goodput_bps", strconv.FormatFloat(g, 'f', 0, 64)).Show("goodput (Gb/s)", fmt.Sprintf("%.1f", g/1e9)),
+					C("fraction_of_line_rate", f4(g/line)).Show("of line rate (%)", pctCell(g/line)))
 				s.X = append(s.X, float64(w))
 				s.Y = append(s.Y, 100*g/line)
 			}
@@ -173,9 +177,8 @@ func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
 			env.logf("p2p: %s %s done\n", v.name, pth.name)
 		}
 	}
-	tw.Flush()
 	plots = append(plots, bw)
-	res.Table, res.Plots = tb.String(), plots
+	res.Table, res.Plots = res.table.Text(), plots
 	// Checks: the MRC rows (the published T1 numbers are MRC's).
 	res.Checks = append(res.Checks, p2pChecks(lat[key{p2pVariants[0].name, "within T0"}], lat[key{p2pVariants[0].name, "across T1"}],
 		lat[key{p2pVariants[1].name, "within T0"}], lat[key{p2pVariants[1].name, "across T1"}],

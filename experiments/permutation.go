@@ -150,7 +150,7 @@ func runPerm(ctx context.Context, env *Env, p permParams) (*Results, error) {
 	}
 	hosts := env.Config.Fabric.Hosts
 	lone := [][2]int{{0, hosts - 1}}
-	res := &Results{Columns: []string{"forwarding", "trial", "src", "dst", "bytes", "fraction_of_line_rate", "fraction_of_lone_flow"}}
+	res := &Results{}
 	pl := Plot{Name: "flow_fraction_cdf", Title: fmt.Sprintf("random permutation, %d hosts, %s per flow: per-flow goodput (sorted)", hosts, collectives.FormatBytes(size)),
 		XLabel: "flows, sorted by goodput (fraction of all flows)", YLabel: "goodput (% of host line rate)"}
 	var tb bytes.Buffer
@@ -185,7 +185,7 @@ func runPerm(ctx context.Context, env *Env, p permParams) (*Results, error) {
 			}
 			var sum float64
 			for a, f := range fr {
-				res.Rows = append(res.Rows, []string{v.short, strconv.Itoa(t), strconv.Itoa(a), strconv.Itoa(p[a]), strconv.FormatUint(size, 10), f4(f), f4(f / pv.lone)})
+				res.Row(C("forwarding", v.short), C("trial", strconv.Itoa(t)), C("src", strconv.Itoa(a)), C("dst", strconv.Itoa(p[a])), C("bytes", strconv.FormatUint(size, 10)), C("fraction_of_line_rate", f4(f)), C("fraction_of_lone_flow", f4(f/pv.lone)))
 				sum += f
 			}
 			tm := sum / float64(len(fr)) / pv.lone
