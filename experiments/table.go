@@ -77,12 +77,15 @@ func sameColumns(want, row []Cell) error {
 	return nil
 }
 
-// name is the cell's column for errors: its key, or its heading.
+// name is the cell's column for errors: its key and its heading.
 func (c Cell) name() string {
-	if c.Key != "" {
-		return fmt.Sprintf("%q", c.Key)
+	switch {
+	case c.Key == "":
+		return fmt.Sprintf("(terminal) %q", c.Head)
+	case c.Head != "":
+		return fmt.Sprintf("%q (shown as %q)", c.Key, c.Head)
 	}
-	return fmt.Sprintf("(terminal) %q", c.Head)
+	return fmt.Sprintf("%q", c.Key)
 }
 
 // Columns are results.csv's columns.
