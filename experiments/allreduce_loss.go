@@ -8,48 +8,36 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
 )
 
-func init() { Register(allreduceLoss{}) }
-
 // allreduceLoss is TARGETS T2/T3: ring all-reduce over one MRC QP (uSID,
 // spraying over every plane) against RoCE with 1, 8 and 16 QPs (ECMP, by
 // default on one 400G plane with PFC as published), with random loss on
 // every link.
-type allreduceLoss struct{}
-
-func (allreduceLoss) Name() string { return "allreduce-loss" }
-func (allreduceLoss) Title() string {
-	return "ring all-reduce, MRC 1 QP vs RoCE 1–16 QPs, under random loss"
+func init() {
+	Register(&Spec{
+		Name:    "allreduce-loss",
+		Title:   "ring all-reduce, MRC 1 QP vs RoCE 1–16 QPs, under random loss",
+		Targets: []string{"T2", "T3"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),
+		Params: []Param{
+			{Key: "size", Default: "32M", Quick: "64M", Full: "16M,64M,256M", Doc: "all-reduce sizes (nccl-tests bytes, comma-separated; every check runs at every size, busbw_vs_size plots need two or more); quick is larger than default but elides the payload, which is cheaper"},
+			{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
+			{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T2 checks need 1, 8 and 16)"},
+			{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided; quick and full elide it (full: 64 ranks × 256 MiB send/receive/scratch buffers per variant would need tens of GiB)"},
+			roceFabricParam,
+			hostsParam,
+		},
+		Setup: allreduceLossSetup,
+		Args:  Typed[grid]{Read: transportGrid, Run: runAr, Payload: payloadAr},
+	})
 }
 
-// SerialReason implements Partitionable: allreduceLoss runs collectives or transfers
-// only, started between runs, so it can run partitioned.
-func (allreduceLoss) SerialReason() string { return "" }
-
-func (allreduceLoss) TargetRows() []string {
-	return []string{"T2", "T3"}
-}
-func (allreduceLoss) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16")
-}
-func (allreduceLoss) Params() []Param {
-	return []Param{
-		{Key: "size", Default: "32M", Quick: "64M", Full: "16M,64M,256M", Doc: "all-reduce sizes (nccl-tests bytes, comma-separated; every check runs at every size, busbw_vs_size plots need two or more); quick is larger than default but elides the payload, which is cheaper"},
-		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
-		{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T2 checks need 1, 8 and 16)"},
-		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided; quick and full elide it (full: 64 ranks × 256 MiB send/receive/scratch buffers per variant would need tens of GiB)"},
-		roceFabricParam,
-		hostsParam,
-	}
-}
-func (allreduceLoss) Describe() string {
-	return `Every host of the cluster is one rank of a ring all-reduce (nccl-tests
+const allreduceLossSetup = `Every host of the cluster is one rank of a ring all-reduce (nccl-tests
 sizes and bus bandwidth: busbw = algbw × 2(n−1)/n). MRC: one QP per pair of
 ranks, spraying over every plane on uSID paths (NSCC, trimming, selective
 retransmission, PFC off). RoCE: go-back-N with DCQCN on ECMP, 1, 8 and 16
@@ -69,15 +57,6 @@ default: 32M with real bytes; full: 16M, 64M, 256M elided) and names it;
 busbw_vs_loss plots the largest, busbw_vs_size plots busbw against size.
 "Possible" in "RoCE 1 QP reaches about half of possible" is the busbw one
 MRC QP reaches at the same size (what this fabric delivers to one rank).`
-}
-
-type arVariant struct {
-	name   string
-	qps    int
-	mrc    bool
-	fabric string // the fabric it runs on, as a cell: "4×100G", "1×400G+PFC"
-	sets   []string
-}
 
 type arCell struct {
 	v    arVariant
@@ -88,85 +67,20 @@ type arCell struct {
 	err  error
 }
 
-// grid is what the transport-comparison experiments (allreduce-loss,
-// alltoall) share: sizes (ascending, no repeats), loss rates, payload,
-// the RoCE fabric (exp.roceFabric), the host count (exp.hosts) and the
-// variants: MRC with one QP on uSID paths, then RoCE on ECMP with each
-// requested QP count, each with its config overrides.
-type grid struct {
-	sizes      []uint64
-	losses     []float64
-	payload    string
-	roceFabric string
-	hosts      int
-	roceQPs    []int
-	vs         []arVariant
-}
-
-// fabricCell names the fabric of cfg as a table cell: planes × link
-// speed, "+PFC" where PFC is on.
-func fabricCell(planes int, speed string, pfc bool) string {
-	s := fmt.Sprintf("%d×%s", planes, speed)
-	if pfc {
-		s += "+PFC"
-	}
-	return s
-}
-
-// transportGrid reads the parameters the transport-comparison experiments
-// share (size, losses, roceQPs, payload, roceFabric, hosts). Every bad
-// parameter is reported, not only the first.
-func transportGrid(env *Env) (grid, error) {
-	r := newParamReader(env)
-	var g grid
-	g.sizes = r.sizes("size")
-	g.losses = r.losses("losses")
-	g.roceQPs = r.integers("roceQPs", 1, maxParamQPs)
-	g.payload = r.choice("payload", "real", "elided")
-	g.roceFabric = r.choice("roceFabric", roceFabricPaper, roceFabricSamePlanes)
-	hostSets, hosts := r.hosts("hosts", env.Config)
-	if err := r.err(); err != nil {
-		return grid{}, err
-	}
-	g.hosts = hosts
-	f := env.Config.Fabric
-	g.vs = []arVariant{{name: "MRC, 1 QP", qps: 1, mrc: true, fabric: fabricCell(f.Planes, f.HostLinkSpeed, f.Queue.PFC.Enabled),
-		sets: mrcSets(1, hostSets...)}}
-	rf := fabricCell(f.Planes, f.HostLinkSpeed, f.Queue.PFC.Enabled)
-	if g.roceFabric == roceFabricPaper {
-		rf = fabricCell(1, config.FormatSpeed(uint64(max(f.Planes, 1))*f.HostLinkBps()), true)
-	}
-	for _, q := range g.roceQPs {
-		g.vs = append(g.vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q, fabric: rf,
-			sets: roceSets(q, append(paperRoCESets(env.Config, g.roceFabric), hostSets...)...)})
-	}
-	return g, nil
-}
-
-// CheckParams implements ParamChecker.
-func (allreduceLoss) CheckParams(env *Env) error {
-	_, err := transportGrid(env)
-	return err
-}
-
-// PayloadBytesPerHost implements PayloadEstimator: the largest size's
-// buffers, when the payload is real.
-func (allreduceLoss) PayloadBytesPerHost(env *Env) uint64 {
-	g, err := transportGrid(env)
-	if err != nil || g.payload != "real" {
+// payloadAr is Typed.Payload: the largest size's buffers, when the
+// payload is real.
+func payloadAr(g grid) uint64 {
+	if g.payload != "real" {
 		return 0
 	}
 	return collectiveBuffers(g.sizes[len(g.sizes)-1])
 }
 
-func (x allreduceLoss) Run(ctx context.Context, env *Env) (*Results, error) {
-	g, err := transportGrid(env)
-	if err != nil {
-		return nil, err
-	}
+func runAr(ctx context.Context, env *Env, g grid) (*Results, error) {
 	sizes, losses, payload, vs := g.sizes, g.losses, g.payload, g.vs
-	res := &Results{Columns: []string{"transport", "qps", "loss", "ranks", "size", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric"}}
+	res := &Results{}
 	cfgs := make([]config.Config, len(vs))
+	var err error
 	for i, v := range vs {
 		if cfgs[i], err = override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload)); err != nil {
 			return nil, fmt.Errorf("%s: %w", v.name, err)
@@ -283,8 +197,7 @@ grid:
 		}
 		keep := keepOf(c)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), busbw(c), c.frac, keep, result))
-		res.Rows = append(res.Rows, []string{c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks), collectives.FormatBytes(c.size),
-			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(busbw(c)), f4(c.frac), f4(keep), c.res.Check, errText(c.err), c.v.fabric})
+		res.Row(C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("size", collectives.FormatBytes(c.size)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(busbw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep)), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric))
 		if !slices.Contains(order, c.v.name) {
 			order = append(order, c.v.name)
 		}
@@ -328,7 +241,7 @@ grid:
 				atBase[c.v.name] = base[key{c.size, c.v.name}]
 			}
 		}
-		res.Checks = append(res.Checks, x.checks(collectives.FormatBytes(z), at, atBase, g.roceQPs)...)
+		res.Checks = append(res.Checks, arChecks(collectives.FormatBytes(z), at, atBase, g.roceQPs)...)
 	}
 	return res, nil
 }
@@ -356,7 +269,7 @@ var (
 // checks states the T2/T3 claims at one size (sz, e.g. "64M"): cells are
 // that size's, base each variant's loss-free busbw, qps the RoCE QP counts
 // that ran.
-func (allreduceLoss) checks(sz string, cells []*arCell, base map[string]float64, qps []int) []Check {
+func arChecks(sz string, cells []*arCell, base map[string]float64, qps []int) []Check {
 	get := func(mrc bool, q int, loss float64) *arCell {
 		for _, c := range cells {
 			if c.v.mrc == mrc && (mrc || c.v.qps == q) && c.loss == loss {
@@ -452,112 +365,4 @@ func (allreduceLoss) checks(sz string, cells []*arCell, base map[string]float64,
 		}
 	}
 	return cs
-}
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return math.NaN()
-	}
-	return a / b
-}
-
-func slicesMax(x []float64) float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = max(m, v)
-	}
-	return m
-}
-
-func hostRateOf(cfg config.Config) uint64 { return uint64(cfg.Fabric.HostLinkBps()) }
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func pct(f float64) string { return pctNum(f) + "%" }
-
-// pctNum is f in percent, as short as it is exact (0.1 for 0.001): a
-// tick or a cell under a "(%)" header.
-func pctNum(f float64) string { return strconv.FormatFloat(100*f, 'g', -1, 64) }
-
-func pctOrNA(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return pctCell(f) + "%"
-}
-
-// pctCell is fraction f as a table cell under a "(%)" header: percent
-// with one decimal, "n/a" for NaN.
-func pctCell(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return strconv.FormatFloat(100*f, 'f', 1, 64)
-}
-
-// lossAxis and lossTicks are the x axis of a plot against the loss rates
-// of a grid: one category per rate, in percent.
-const lossAxis = "Bernoulli loss rate on every link (%)"
-
-func lossTicks(losses []float64) []string {
-	var t []string
-	for _, l := range losses {
-		t = append(t, pctNum(l))
-	}
-	return t
-}
-
-// transportColumns and transportCells are the columns the transport grids
-// (allreduce-loss, alltoall) share, after the ones naming the cell: loss
-// rate, time, busbw, share of the NIC, share kept of the loss-free busbw,
-// result; nic is the NIC's rate in GB/s.
-func transportColumns(nic float64) string {
-	return fmt.Sprintf("loss per link (%%)\ttime (µs)\tbusbw (GB/s)\tof %.0f GB/s NIC (%%)\tof loss-free busbw (%%)\tresult", nic)
-}
-
-func transportCells(loss float64, timeNs int64, busbw, ofNIC, kept float64, result string) string {
-	return fmt.Sprintf("%s\t%.1f\t%.2f\t%s\t%s\t%s", pctNum(loss), float64(timeNs)/1e3, busbw, pctCell(ofNIC), pctCell(kept), result)
-}
-
-// durText is d for titles and prose: a number, a space, a unit (2 ms,
-// 768.084 µs), not time.Duration's "768.084µs" beside "23.0 µs".
-func durText(d time.Duration) string {
-	units := []struct {
-		name string
-		d    time.Duration
-	}{{"s", time.Second}, {"ms", time.Millisecond}, {"µs", time.Microsecond}}
-	for _, u := range units {
-		if d >= u.d || d <= -u.d {
-			return strconv.FormatFloat(float64(d)/float64(u.d), 'f', -1, 64) + " " + u.name
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + " ns"
-}
-
-// usCell is a time in ns as a table cell under a "(µs)" header: one
-// decimal, or "never" for a negative time (an event that did not happen).
-func usCell(ns int64) string {
-	if ns < 0 {
-		return "never"
-	}
-	return strconv.FormatFloat(float64(ns)/1e3, 'f', 1, 64)
-}
-
-func f4(f float64) string {
-	if math.IsNaN(f) {
-		return ""
-	}
-	return strconv.FormatFloat(f, 'f', 4, 64)
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -15,44 +15,35 @@ import (
 	"github.com/vcluster/vcluster/fabric"
 )
 
-func init() { Register(alltoall{}) }
-
 // alltoall is TARGETS T4: pairwise all-to-all over one MRC QP against
 // RoCE with 1, 8 and 16 QPs (by default on one 400G plane with PFC, as
 // published), with random loss on every link; the same grid for ring
 // all-reduce to compare loss tolerance; and MRC's all-to-all scaling from
 // 16 to 128 ranks beside the formula.
-type alltoall struct{}
-
-func (alltoall) Name() string { return "alltoall" }
-func (alltoall) Title() string {
-	return "pairwise all-to-all, MRC 1 QP vs RoCE 1–16 QPs, under random loss (ring all-reduce beside it), and its scaling to 128 ranks"
+func init() {
+	Register(&Spec{
+		Name:    "alltoall",
+		Title:   "pairwise all-to-all, MRC 1 QP vs RoCE 1–16 QPs, under random loss (ring all-reduce beside it), and its scaling to 128 ranks",
+		Targets: []string{"T4"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),
+		Params: []Param{
+			{Key: "size", Default: "4M,32M", Quick: "16M", Full: "16M,256M", Doc: "all-to-all sizes (nccl-tests bytes: the whole buffer, each rank sends size/n to each peer; comma-separated, every cell runs at each)"},
+			{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
+			{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T4 checks need 1 and 16)"},
+			{Key: "algo", Default: "direct", Doc: "all-to-all algorithm of the transport grid: direct (every peer at once, as NCCL posts an all-to-all — the published setup's nccl-tests) or pairwise (n−1 steps, each an MPI_Sendrecv: it waits for its peer's block and its own write's completion before the next); the scaling table is always pairwise"},
+			{Key: "ring", Default: "on", Doc: "on: also run ring all-reduce at the same sizes and losses for the loss-tolerance comparison; off: all-to-all only"},
+			{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided"},
+			roceFabricParam,
+			hostsParam,
+			{Key: "scaleRanks", Default: "16,32,64,128", Quick: "16,32", Doc: "rank counts of the scaling table (MRC 1 QP, pairwise, no loss, payload elided, T0s added at the cluster's hosts per T0), each a multiple of fabric.hostsPerT0; off: no scaling table"},
+			{Key: "scaleSize", Default: "64M", Quick: "16M", Doc: "all-to-all size of the scaling table"},
+		},
+		Setup: alltoallSetup,
+		Args:  Typed[a2aParams]{Read: readA2a, Run: runA2a, Payload: payloadA2a},
+	})
 }
 
-// SerialReason implements Partitionable: alltoall runs collectives or transfers
-// only, started between runs, so it can run partitioned.
-func (alltoall) SerialReason() string { return "" }
-
-func (alltoall) TargetRows() []string { return []string{"T4"} }
-func (alltoall) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16")
-}
-func (alltoall) Params() []Param {
-	return []Param{
-		{Key: "size", Default: "4M,32M", Quick: "16M", Full: "16M,256M", Doc: "all-to-all sizes (nccl-tests bytes: the whole buffer, each rank sends size/n to each peer; comma-separated, every cell runs at each)"},
-		{Key: "losses", Default: "0,0.001,0.01", Doc: "Bernoulli loss rates on every link and direction"},
-		{Key: "roceQPs", Default: "1,8,16", Full: "1,2,4,8,16", Doc: "RoCE QPs per pair of ranks, one variant each (the T4 checks need 1 and 16)"},
-		{Key: "algo", Default: "direct", Doc: "all-to-all algorithm of the transport grid: direct (every peer at once, as NCCL posts an all-to-all — the published setup's nccl-tests) or pairwise (n−1 steps, each an MPI_Sendrecv: it waits for its peer's block and its own write's completion before the next); the scaling table is always pairwise"},
-		{Key: "ring", Default: "on", Doc: "on: also run ring all-reduce at the same sizes and losses for the loss-tolerance comparison; off: all-to-all only"},
-		{Key: "payload", Default: "real", Quick: "elided", Full: "elided", Doc: "real (bytes carried and checked) or elided"},
-		roceFabricParam,
-		hostsParam,
-		{Key: "scaleRanks", Default: "16,32,64,128", Quick: "16,32", Doc: "rank counts of the scaling table (MRC 1 QP, pairwise, no loss, payload elided, T0s added at the cluster's hosts per T0), each a multiple of fabric.hostsPerT0; off: no scaling table"},
-		{Key: "scaleSize", Default: "64M", Quick: "16M", Doc: "all-to-all size of the scaling table"},
-	}
-}
-func (alltoall) Describe() string {
-	return `Every host of the cluster is one rank of an all-to-all, direct by
+const alltoallSetup = `Every host of the cluster is one rank of an all-to-all, direct by
 default (every rank writes its block to every peer at once, as NCCL posts
 an all-to-all and as the published nccl-tests runs measured it);
 exp.algo=pairwise runs n−1 steps, at step s rank r writes its block for
@@ -79,7 +70,6 @@ elided, at 16, 32, 64, 128 ranks (quick: 16, 32 at 16M; default and full:
 64M) on the cluster's T0/T1 shape with T0s added, beside TARGETS' formula
 T = (P−1)α + (P−1)/P · S/B with α a tiny all-to-all's time per step at the
 same rank count and B the NIC's line rate.`
-}
 
 type a2aCell struct {
 	coll string // "all-to-all" or "ring all-reduce"
@@ -151,7 +141,7 @@ type a2aParams struct {
 
 // params reads alltoall's parameters: the transport grid, exp.ring and the
 // scaling table's.
-func (alltoall) params(env *Env) (a2aParams, error) {
+func readA2a(env *Env) (a2aParams, error) {
 	var p a2aParams
 	g, err := transportGrid(env)
 	p.grid = g
@@ -174,17 +164,10 @@ func (alltoall) params(env *Env) (a2aParams, error) {
 	return p, nil
 }
 
-// CheckParams implements ParamChecker.
-func (x alltoall) CheckParams(env *Env) error {
-	_, err := x.params(env)
-	return err
-}
-
-// PayloadBytesPerHost implements PayloadEstimator (the scaling table
+// payloadA2a is Typed.Payload (the scaling table
 // always elides the payload).
-func (x alltoall) PayloadBytesPerHost(env *Env) uint64 {
-	p, err := x.params(env)
-	if err != nil || p.payload != "real" {
+func payloadA2a(p a2aParams) uint64 {
+	if p.payload != "real" {
 		return 0
 	}
 	return collectiveBuffers(p.sizes[len(p.sizes)-1])
@@ -192,11 +175,7 @@ func (x alltoall) PayloadBytesPerHost(env *Env) uint64 {
 
 const A2A, RING = "all-to-all", "ring all-reduce"
 
-func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
-	p, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runA2a(ctx context.Context, env *Env, p a2aParams) (*Results, error) {
 	sizes, losses, payload, vs := p.sizes, p.losses, p.payload, p.vs
 	colls := []struct {
 		name string
@@ -210,8 +189,9 @@ func (x alltoall) Run(ctx context.Context, env *Env) (*Results, error) {
 			algo string
 		}{RING, collectives.AllReduce, "ring"})
 	}
-	res := &Results{Columns: []string{"collective", "transport", "qps", "loss", "ranks", "bytes", "time_ns", "algbw_GBps", "busbw_GBps", "fraction_of_nic", "vs_no_loss", "check", "error", "fabric", "size", "formula_busbw_GBps", "timeouts", "retransmissions"}}
+	res := &Results{}
 	cfgs := make([]config.Config, len(vs))
+	var err error
 	for i, v := range vs {
 		if cfgs[i], err = override(env.Config, append(append([]string{}, v.sets...), "transport.payload="+payload)); err != nil {
 			return nil, fmt.Errorf("%s: %w", v.name, err)
@@ -295,9 +275,7 @@ grid:
 			result = "bytes verified"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.coll, c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result), c.timeouts, c.retx)
-		res.Rows = append(res.Rows, []string{c.coll, c.v.name, strconv.Itoa(c.v.qps), strconv.FormatFloat(c.loss, 'g', -1, 64), strconv.Itoa(ranks),
-			strconv.FormatUint(c.res.Bytes, 10), strconv.FormatInt(int64(c.res.TimeNs), 10), f4(c.res.AlgBW), f4(bw(c)), f4(c.frac), f4(keep(c)), c.res.Check, errText(c.err),
-			c.v.fabric, collectives.FormatBytes(c.size), "", strconv.FormatUint(c.timeouts, 10), strconv.FormatUint(c.retx, 10)})
+		res.Row(C("collective", c.coll), C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(bw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep(c))), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric), C("size", collectives.FormatBytes(c.size)), C("formula_busbw_GBps", ""), C("timeouts", strconv.FormatUint(c.timeouts, 10)), C("retransmissions", strconv.FormatUint(c.retx, 10)))
 		if c.size != largest {
 			continue
 		}
@@ -333,14 +311,14 @@ grid:
 		}
 		return nil
 	}
-	res.Checks = x.checks(p, get, keep)
+	res.Checks = a2aChecks(p, get, keep)
 	if p.ring == "on" && p.algo == "pairwise" {
 		res.Notes += "**Why pairwise all-to-all can keep less than ring under loss.** Pairwise is n−1 steps and each waits for the peer's block " +
 			"before the next: one QP's stall (a hole in its window until the repair arrives) delays its rank's next step and, through the chain " +
 			"of waits, the steps after it, so the other QPs wait for it rather than mask it. The published claim (\"other QPs mask one QP's stall\") " +
 			"is about an all-to-all whose peers are all in flight at once: exp.algo=direct runs that one (docs/experiments.md has both measured).\n\n"
 	}
-	if err := x.scaling(ctx, env, p, res, n-len(p.scaleRanks), n); err != nil {
+	if err := a2aScaling(ctx, env, p, res, n-len(p.scaleRanks), n); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -354,7 +332,7 @@ var (
 
 // checks states the T4 claims: get finds a cell (collective, size, MRC or
 // RoCE with q QPs, loss), keep is a cell's busbw over its loss-free busbw.
-func (alltoall) checks(p a2aParams, get func(string, uint64, bool, int, float64) *a2aCell, keep func(*a2aCell) float64) []Check {
+func a2aChecks(p a2aParams, get func(string, uint64, bool, int, float64) *a2aCell, keep func(*a2aCell) float64) []Check {
 	bw := func(c *a2aCell) float64 {
 		if c == nil || c.err != nil {
 			return 0
@@ -424,7 +402,7 @@ func (alltoall) checks(p a2aParams, get func(string, uint64, bool, int, float64)
 
 // scaling runs the scaling table (points first..n−1 of the run) and adds
 // its rows, plot and notes to res.
-func (alltoall) scaling(ctx context.Context, env *Env, p a2aParams, res *Results, first, n int) error {
+func a2aScaling(ctx context.Context, env *Env, p a2aParams, res *Results, first, n int) error {
 	if len(p.scaleRanks) == 0 {
 		return nil
 	}
@@ -469,9 +447,7 @@ func (alltoall) scaling(ctx context.Context, env *Env, p a2aParams, res *Results
 		env.logf("alltoall: scaling %4d ranks  busbw %6.2f GB/s, formula %6.2f GB/s %v\n", got, busbw, fb, errText(err))
 		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%s\n", ranks, cfg.Fabric.T0PerPlane, float64(r.TimeNs)/1e3, busbw,
 			float64(ft)/1e3, fb, 100*busbw/fb, alpha.Seconds()*1e6, result)
-		res.Rows = append(res.Rows, []string{"all-to-all scaling", "MRC, 1 QP", "1", "0", strconv.Itoa(ranks), strconv.FormatUint(r.Bytes, 10), strconv.FormatInt(int64(r.TimeNs), 10),
-			f4(r.AlgBW), f4(busbw), f4(busbw * 1e9 / nic), "", r.Check, errText(err), fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled),
-			collectives.FormatBytes(p.scaleSize), f4(fb), strconv.FormatUint(o.timeouts, 10), strconv.FormatUint(o.retx, 10)})
+		res.Row(C("collective", "all-to-all scaling"), C("transport", "MRC, 1 QP"), C("qps", "1"), C("loss", "0"), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(r.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(r.TimeNs), 10)), C("algbw_GBps", f4(r.AlgBW)), C("busbw_GBps", f4(busbw)), C("fraction_of_nic", f4(busbw*1e9/nic)), C("vs_no_loss", ""), C("check", r.Check), C("error", errText(err)), C("fabric", fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled)), C("size", collectives.FormatBytes(p.scaleSize)), C("formula_busbw_GBps", f4(fb)), C("timeouts", strconv.FormatUint(o.timeouts, 10)), C("retransmissions", strconv.FormatUint(o.retx, 10)))
 		meas.X, meas.Y = append(meas.X, float64(ranks)), append(meas.Y, busbw)
 		form.X, form.Y = append(form.X, float64(ranks)), append(form.Y, fb)
 	}

@@ -3,7 +3,6 @@ package experiments
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -18,48 +17,38 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(blastRadius{}) }
-
 // blastRadius is TARGETS T8: how much of the job's throughput one fault
 // costs and which nodes and planes it touches, on 8 × 100G planes against
 // 4 × 100G and one 800G plane. Every fault is a faults plan run by
 // faults.Drill under a steady shift workload.
-type blastRadius struct{}
-
-func (blastRadius) Name() string { return "blast-radius" }
-func (blastRadius) Title() string {
-	return "blast radius of one fault: capacity lost and nodes/planes touched, 8×100G vs 4×100G vs 1×800G"
+func init() {
+	Register(&Spec{
+		Name:    "blast-radius",
+		Title:   "blast radius of one fault: capacity lost and nodes/planes touched, 8×100G vs 4×100G vs 1×800G",
+		Targets: []string{"T8"},
+		// T8 measures capacity: the QP's window must fill an 800G NIC. The
+		// spec's one MPR unit (128 PSNs) is ~0.55 BDP of 800G at this
+		// fabric's RTT (one QP would reach ~59% of the NIC and losing a port
+		// would cost it nothing); 4 units cover NSCC's 1.5-BDP window.
+		// The NIC-side OSFP takes every port of a NIC down for longer than an
+		// RTO: under the spec's one retry counter per connection every packet
+		// in flight times out in that round and the QPs fail, which would end
+		// the run before the window closes; T8 is about capacity, so it
+		// counts retries per packet.
+		Cluster: paperCluster(mrcSets(1, "transport.payload=elided", "transport.mrc.mprUnits=4", "transport.mrc.retryScope=packet")...),
+		Params: []Param{
+			{Key: "topologies", Default: "8x100G,4x100G,1x800G", Doc: "planes×link speed of each fabric (host and fabric links); each has 2 T0s per plane"},
+			{Key: "t1s", Default: "32", Doc: "T1 switches per plane, and hosts per T0 (non-blocking: a T0 has as much uplink as host capacity); 32 is the paper's 0.4% = 1/(8 × 32)"},
+			{Key: "bytes", Default: "1G", Doc: "bytes per flow: enough that no flow ends inside the window (the run stops at exp.to)"},
+			{Key: "from", Default: "300us", Full: "500us", Doc: "start of the measuring window (virtual time; every fault starts at 0 and MRC's transient is over by ~250 µs)"},
+			{Key: "to", Default: "1ms", Quick: "600us", Full: "2ms", Doc: "end of the measuring window, and of the run"},
+		},
+		Setup: blastRadiusSetup,
+		Args:  Typed[brParams]{Read: readBr, Run: runBr},
+	})
 }
 
-// SerialReason implements Partitionable: blastRadius runs partitioned
-// (every point is a fault drill whose injector, Clustermapper and window
-// readings act as global events between windows, cluster.Scheduler).
-func (blastRadius) SerialReason() string { return "" }
-
-func (blastRadius) TargetRows() []string { return []string{"T8"} }
-func (blastRadius) ClusterSets() []string {
-	// T8 measures capacity: the QP's window must fill an 800G NIC. The
-	// spec's one MPR unit (128 PSNs) is ~0.55 BDP of 800G at this
-	// fabric's RTT (one QP would reach ~59% of the NIC and losing a port
-	// would cost it nothing); 4 units cover NSCC's 1.5-BDP window.
-	// The NIC-side OSFP takes every port of a NIC down for longer than an
-	// RTO: under the spec's one retry counter per connection every packet
-	// in flight times out in that round and the QPs fail, which would end
-	// the run before the window closes; T8 is about capacity, so it
-	// counts retries per packet.
-	return paperCluster(mrcSets(1, "transport.payload=elided", "transport.mrc.mprUnits=4", "transport.mrc.retryScope=packet")...)
-}
-func (blastRadius) Params() []Param {
-	return []Param{
-		{Key: "topologies", Default: "8x100G,4x100G,1x800G", Doc: "planes×link speed of each fabric (host and fabric links); each has 2 T0s per plane"},
-		{Key: "t1s", Default: "32", Doc: "T1 switches per plane, and hosts per T0 (non-blocking: a T0 has as much uplink as host capacity); 32 is the paper's 0.4% = 1/(8 × 32)"},
-		{Key: "bytes", Default: "1G", Doc: "bytes per flow: enough that no flow ends inside the window (the run stops at exp.to)"},
-		{Key: "from", Default: "300us", Full: "500us", Doc: "start of the measuring window (virtual time; every fault starts at 0 and MRC's transient is over by ~250 µs)"},
-		{Key: "to", Default: "1ms", Quick: "600us", Full: "2ms", Doc: "end of the measuring window, and of the run"},
-	}
-}
-func (blastRadius) Describe() string {
-	return `Each fabric is a two-tier Clos per plane: 2 T0s, exp.t1s T1s and exp.t1s
+const blastRadiusSetup = `Each fabric is a two-tier Clos per plane: 2 T0s, exp.t1s T1s and exp.t1s
 hosts under each T0 (uplink = host capacity), MRC with one QP per flow
 spraying over every plane and T1 (uSID). A fault starts at 0 (a faults
 plan run by faults.Drill) and stays; throughput is the bytes every host
@@ -82,7 +71,6 @@ line rate: below 100% a cable's share can be absorbed). The shift job's
 rate on 8 × 100G depends on the seed's EV draws by about ±1%, steady
 over milliseconds (docs/experiments.md): a longer window does not
 shrink the seeds' spread of a cable's cost; the median is judged.`
-}
 
 // brTopo is one fabric shape: planes × speed.
 type brTopo struct {
@@ -234,37 +222,37 @@ type brCell struct {
 	lineBps   float64 // the workload's line rate: every host's NIC (shift) or one NIC (p2p)
 }
 
-// params reads blast-radius's parameters.
-func (blastRadius) params(env *Env) (topos []brTopo, t1s int, size uint64, from, to sim.Time, err error) {
+// brParams are blast-radius's parameters: the fabrics, their T1 count
+// (and hosts per T0), the bytes per flow and the measuring window.
+type brParams struct {
+	topos    []brTopo
+	t1s      int
+	size     uint64
+	from, to sim.Time
+}
+
+func readBr(env *Env) (brParams, error) {
 	r := newParamReader(env)
-	if topos, err = parseTopos(env.Params["topologies"]); err != nil {
+	var p brParams
+	var err error
+	if p.topos, err = parseTopos(env.Params["topologies"]); err != nil {
 		r.bad("topologies", "%v", err)
 	}
-	t1s = r.integer("t1s", 8, 512, "a T0-side OSFP needs 8 hosts under a T0")
-	size = r.size("bytes")
+	p.t1s = r.integer("t1s", 8, 512, "a T0-side OSFP needs 8 hosts under a T0")
+	p.size = r.size("bytes")
 	ds := r.durations("from", "to")
-	from, to = sim.Time(ds[0]), sim.Time(ds[1])
-	if ds[0] > 0 && ds[1] > 0 && from >= to {
+	p.from, p.to = sim.Time(ds[0]), sim.Time(ds[1])
+	if ds[0] > 0 && ds[1] > 0 && p.from >= p.to {
 		r.bad("from", "%v is not before exp.to (%v); must be < exp.to", ds[0], ds[1])
 	}
-	return topos, t1s, size, from, to, r.err()
+	return p, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x blastRadius) CheckParams(env *Env) error {
-	_, _, _, _, _, err := x.params(env)
-	return err
-}
-
-func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
-	topos, t1s, size, from, to, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runBr(ctx context.Context, env *Env, p brParams) (*Results, error) {
+	topos, t1s, size, from, to := p.topos, p.t1s, p.size, p.from, p.to
 	hosts := 2 * t1s
 	var logb bytes.Buffer
-	res := &Results{Columns: []string{"topology", "fault", "kind", "selector", "workload", "cables", "hosts_touched", "ports_per_host", "planes_touched",
-		"gbps_before", "gbps_after", "lost_fraction", "lost_ideal_fraction", "qp_errors", "transport_outcome"}}
+	res := &Results{}
 	var cells []*brCell
 	point, points := 0, len(topos)*(len(brFaults)+2)
 	step := func(label string) {
@@ -330,9 +318,7 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f → %.0f\t%.2f\t%.2f\t%d\n", c.topo.name, c.fault.name, touches(r), c.fault.workload, c.base.job/1e9, r.job/1e9,
 			100*c.lost, 100*c.ideal, r.s.QPErrors)
-		res.Rows = append(res.Rows, []string{c.topo.name, c.fault.name, c.fault.kind, c.fault.target, c.fault.workload, strings.Join(r.targets, " "),
-			strconv.Itoa(len(r.touched)), portsPerHost(r.touched), strconv.Itoa(len(r.planes)), f4(c.base.job / 1e9), f4(r.job / 1e9),
-			f4(c.lost), f4(c.ideal), strconv.Itoa(r.s.QPErrors), r.s.TransportOutcome})
+		res.Row(C("topology", c.topo.name), C("fault", c.fault.name), C("kind", c.fault.kind), C("selector", c.fault.target), C("workload", c.fault.workload), C("cables", strings.Join(r.targets, " ")), C("hosts_touched", strconv.Itoa(len(r.touched))), C("ports_per_host", portsPerHost(r.touched)), C("planes_touched", strconv.Itoa(len(r.planes))), C("gbps_before", f4(c.base.job/1e9)), C("gbps_after", f4(r.job/1e9)), C("lost_fraction", f4(c.lost)), C("lost_ideal_fraction", f4(c.ideal)), C("qp_errors", strconv.Itoa(r.s.QPErrors)), C("transport_outcome", r.s.TransportOutcome))
 		s := series[c.topo.name]
 		if s == nil {
 			s = &Series{Name: c.topo.name}
@@ -366,31 +352,8 @@ func (x blastRadius) Run(ctx context.Context, env *Env) (*Results, error) {
 		"\"touches\" is what the fault's selector resolved to; events.jsonl is the faults recorder's log of every faulted run; QP errors are the faulted run's (the run stops at the window's end, so flows are cut short, not failed). "+
 		"The published setup: 8 × 100G planes with 32 T1s (1/256 = 0.39%%) against one 800G plane (1/32 = 3.1%%).",
 		durText(time.Duration(from)), durText(time.Duration(to)), hosts, t1s, t1s, hosts-1)
-	res.Checks = x.checks(cells, t1s)
+	res.Checks = brChecks(cells, t1s)
 	return res, nil
-}
-
-// brEntry is a line of the event log: the faults recorder's entry, with
-// the fabric and the fault of the run it comes from.
-// faultLogEntry is one line of an experiment's events.jsonl: a faults
-// recorder entry tagged with the fabric and the run it came from.
-type faultLogEntry struct {
-	Topology string `json:"topology"`
-	Run      string `json:"run"`
-	faults.Entry
-}
-
-// encodeFaultLog appends s's recorder entries to w as JSON lines tagged
-// with topology and run.
-func encodeFaultLog(w *bytes.Buffer, topology, run string, s *faults.Summary) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	for _, e := range s.Entries {
-		if err := enc.Encode(faultLogEntry{topology, run, e}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // touches says what a fault took: nodes × ports and planes, or fabric cables.
@@ -432,7 +395,7 @@ func portsPerHost(t map[int]int) string {
 // two fabrics' shares are a factor 8 apart, so ±50% of the capacity
 // removed; a port's share 1/planes is held half-way to the share of one
 // plane more or fewer (so 1/8 is told from 1/7 and 1/9).
-func (blastRadius) checks(cells []*brCell, t1s int) []Check {
+func brChecks(cells []*brCell, t1s int) []Check {
 	get := func(topo, fault string) *brCell {
 		for _, c := range cells {
 			if c.topo.name == topo && c.fault.name == fault {

@@ -82,7 +82,7 @@ func TestBlastRadiusChecks(t *testing.T) {
 		value float64
 		pass  bool
 	}{{0.30, true}, {5.0, false}, {12.51, true}, {21.0, false}, {1, true}, {12.51, true}, {1, true}, {100, true}}
-	cs := blastRadius{}.checks(cells, 32)
+	cs := brChecks(cells, 32)
 	if len(cs) != len(want) {
 		t.Fatalf("%d checks, want %d", len(cs), len(want))
 	}
@@ -96,7 +96,7 @@ func TestBlastRadiusChecks(t *testing.T) {
 	}
 	// An OSFP that resolved to 7 nodes does not hold.
 	delete(osfp, 7)
-	if c := (blastRadius{}).checks(cells, 32)[4]; c.Pass {
+	if c := brChecks(cells, 32)[4]; c.Pass {
 		t.Errorf("%q holds with 7 nodes touched", c.Claim)
 	}
 }

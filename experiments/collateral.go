@@ -2,11 +2,8 @@ package experiments
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,47 +16,33 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(collateral{}) }
-
-// plotPoints bounds the points of a time-series plot line (samples are
-// averaged in bins); results.csv keeps the unbinned summaries.
-const plotPoints = 300
-
 // collateral is TARGETS T5: on cluster D (one 400G plane) a cross-T1 7:1
 // incast into one host and a victim flow into another host of the same
 // T0, whose traffic shares the T1→T0 downlinks with the incast. MRC
 // (spraying, trimming, NSCC, no PFC) against RoCE with PFC and DCQCN (1
 // and 8 QPs per flow) and RoCE with PFC alone; the victim's throughput over
 // time.
-type collateral struct{}
-
-func (collateral) Name() string { return "collateral" }
-func (collateral) Title() string {
-	return "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone"
+func init() {
+	Register(&Spec{
+		Name:    "collateral",
+		Title:   "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone",
+		Targets: []string{"T5"},
+		Cluster: paperCluster("fabric.preset=D"),
+		Params: []Param{
+			{Key: "senders", Default: "7", Doc: "N of the N:1 incast; senders are taken round-robin from the other racks"},
+			{Key: "each", Default: "256M", Quick: "64M", Full: "1G", Doc: "bytes each incast sender writes (the incast lasts ≥ senders × each at line rate: quick ≈ 9 ms)"},
+			{Key: "incastAt", Default: "200us", Doc: "virtual time the incast starts (the victim starts at 0)"},
+			{Key: "tail", Default: "1ms", Quick: "500us", Full: "5ms", Doc: "how long the run goes on after the last incast transfer completed"},
+			{Key: "interval", Default: "20us", Quick: "10us", Full: "100us", Doc: "victim throughput sampling interval (bytes into the victim's NIC)"},
+			{Key: "dipWindow", Default: "1ms", Doc: "the stand-in for the paper's 1-s throughput samples: the victim's lowest mean over consecutive windows this long during the incast (a whole multiple of exp.interval; ≥ 3 of DCQCN's 300 µs rate-increase periods, so a window spans DCQCN's own cycle as a 1-s sample spans thousands of them)"},
+			{Key: "deadline", Default: "200ms", Quick: "100ms", Full: "1s", Doc: "virtual-time cap: an incast not done by then is reported as stalled"},
+		},
+		Setup: collateralSetup,
+		Args:  Typed[coParams]{Read: readCo, Run: runCo},
+	})
 }
 
-// SerialReason implements Partitionable: collateral runs partitioned (the
-// event that starts the incast on every sender and the victim's sampler
-// are global events between windows, cluster.Scheduler).
-func (collateral) SerialReason() string { return "" }
-
-func (collateral) TargetRows() []string { return []string{"T5"} }
-func (collateral) ClusterSets() []string {
-	return paperCluster("fabric.preset=D")
-}
-func (collateral) Params() []Param {
-	return []Param{
-		{Key: "senders", Default: "7", Doc: "N of the N:1 incast; senders are taken round-robin from the other racks"},
-		{Key: "each", Default: "256M", Quick: "64M", Full: "1G", Doc: "bytes each incast sender writes (the incast lasts ≥ senders × each at line rate: quick ≈ 9 ms)"},
-		{Key: "incastAt", Default: "200us", Doc: "virtual time the incast starts (the victim starts at 0)"},
-		{Key: "tail", Default: "1ms", Quick: "500us", Full: "5ms", Doc: "how long the run goes on after the last incast transfer completed"},
-		{Key: "interval", Default: "20us", Quick: "10us", Full: "100us", Doc: "victim throughput sampling interval (bytes into the victim's NIC)"},
-		{Key: "dipWindow", Default: "1ms", Doc: "the stand-in for the paper's 1-s throughput samples: the victim's lowest mean over consecutive windows this long during the incast (a whole multiple of exp.interval; ≥ 3 of DCQCN's 300 µs rate-increase periods, so a window spans DCQCN's own cycle as a 1-s sample spans thousands of them)"},
-		{Key: "deadline", Default: "200ms", Quick: "100ms", Full: "1s", Doc: "virtual-time cap: an incast not done by then is reported as stalled"},
-	}
-}
-func (collateral) Describe() string {
-	return `Cluster D: one 400G plane, 4 racks (T0) × 4 hosts, 4 T1. Host 0 (X) is
+const collateralSetup = `Cluster D: one 400G plane, 4 racks (T0) × 4 hosts, 4 T1. Host 0 (X) is
 the incast target: exp.senders hosts of the other racks (round-robin over
 racks 1–3: 4, 8, 12, 5, 9, 13, 6 for 7) each write exp.each bytes to X,
 starting at exp.incastAt. The victim flow runs from 0 to the end, from the
@@ -91,7 +74,10 @@ exp.dipWindow windows from exp.incastAt, the stand-in for the paper's
 periods, as 1 s spans thousands; the incast spans 10 windows at quick, 40
 at default). Checks: MRC and DCQCN 1 QP and PFC-only read "during",
 DCQCN 8 QPs its worst window.`
-}
+
+// plotPoints bounds the points of a time-series plot line (samples are
+// averaged in bins); results.csv keeps the unbinned summaries.
+const plotPoints = 300
 
 type coCell struct {
 	name  string
@@ -133,7 +119,7 @@ type coParams struct {
 
 // params reads collateral's parameters and checks the fabric can host the
 // incast.
-func (collateral) params(env *Env) (coParams, error) {
+func readCo(env *Env) (coParams, error) {
 	r := newParamReader(env)
 	fc := env.Config.Fabric
 	var p coParams
@@ -158,17 +144,7 @@ func (collateral) params(env *Env) (coParams, error) {
 	return p, err
 }
 
-// CheckParams implements ParamChecker.
-func (x collateral) CheckParams(env *Env) error {
-	_, err := x.params(env)
-	return err
-}
-
-func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
-	p, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runCo(ctx context.Context, env *Env, p coParams) (*Results, error) {
 	n, each, senders, vsrc := len(p.senders), p.each, p.senders, p.vsrc
 	incastAt, tail, interval, deadline := p.incastAt, p.tail, p.interval, p.deadline
 	const X, Y = 0, 1
@@ -276,16 +252,14 @@ func (x collateral) Run(ctx context.Context, env *Env) (*Results, error) {
 		env.logf("collateral: %s: victim before %.1f%%, during %.1f%% (worst %.1f%%), incast %.1f%% of line rate, %d PAUSE\n",
 			cell.name, 100*cell.before, 100*cell.during, 100*cell.worst, 100*cell.incastFrac, cell.pauses)
 	}
-	res := x.report(cells, n, each, incastAt, interval, p.dipWindow, senders, vsrc, line)
+	res := coReport(cells, n, each, incastAt, interval, p.dipWindow, senders, vsrc, line)
 	res.Notes += "\n\nECN as resolved per port (fabric.queue.ecn.preset): " + strings.Join(ecn, "; ") + "."
 	res.Events = events
 	return res, nil
 }
 
-func (collateral) report(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow time.Duration, senders []int, vsrc int, line float64) *Results {
-	res := &Results{Columns: []string{"transport", "senders", "bytes_each", "incast_start_ns", "incast_end_ns", "incast_stalled", "incast_fraction_of_line",
-		"victim_before_fraction_of_line", "victim_during_fraction_of_line", "victim_worst_sample_fraction_of_line", "victim_worst_window_fraction_of_line", "victim_after_fraction_of_line", "pause_frames", "drops", "trims",
-		"victim_t1s", "incast_qps_on_victim_downlinks"}}
+func coReport(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow time.Duration, senders []int, vsrc int, line float64) *Results {
+	res := &Results{}
 	var samples int
 	for _, c := range cells {
 		samples = max(samples, len(c.victim))
@@ -311,9 +285,7 @@ func (collateral) report(cells []*coCell, n int, each uint64, incastAt, interval
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f%s\t%s\t%d\t%d\t%d\t%s\t%s\n", c.name, pctCell(c.before), pctCell(c.during), pctCell(c.worst), pctCell(c.dip), pctCell(c.after),
 			float64(c.incastEnd-sim.Time(incastAt))/1e3, stall, pctCell(c.incastFrac), c.pauses, c.drops, c.trims, t1s, shared)
 		tp.Marks = append(tp.Marks, Mark{X: float64(c.incastEnd) / 1e3, Label: c.name + ": " + end})
-		res.Rows = append(res.Rows, []string{c.short, strconv.Itoa(n), strconv.FormatUint(each, 10), strconv.FormatInt(incastAt.Nanoseconds(), 10),
-			strconv.FormatInt(int64(c.incastEnd), 10), strconv.FormatBool(c.stalled), f4(c.incastFrac), f4(c.before), f4(c.during), f4(c.worst), f4(c.dip), f4(c.after),
-			strconv.FormatUint(c.pauses, 10), strconv.FormatUint(c.drops, 10), strconv.FormatUint(c.trims, 10), t1s, shared})
+		res.Row(C("transport", c.short), C("senders", strconv.Itoa(n)), C("bytes_each", strconv.FormatUint(each, 10)), C("incast_start_ns", strconv.FormatInt(incastAt.Nanoseconds(), 10)), C("incast_end_ns", strconv.FormatInt(int64(c.incastEnd), 10)), C("incast_stalled", strconv.FormatBool(c.stalled)), C("incast_fraction_of_line", f4(c.incastFrac)), C("victim_before_fraction_of_line", f4(c.before)), C("victim_during_fraction_of_line", f4(c.during)), C("victim_worst_sample_fraction_of_line", f4(c.worst)), C("victim_worst_window_fraction_of_line", f4(c.dip)), C("victim_after_fraction_of_line", f4(c.after)), C("pause_frames", strconv.FormatUint(c.pauses, 10)), C("drops", strconv.FormatUint(c.drops, 10)), C("trims", strconv.FormatUint(c.trims, 10)), C("victim_t1s", t1s), C("incast_qps_on_victim_downlinks", shared))
 		tp.Series = append(tp.Series, binned(c.name, c.victim, 0, float64(interval.Nanoseconds())/1e3, plotPoints))
 	}
 	tw.Flush()
@@ -352,159 +324,6 @@ func stalledText(c *coCell) string {
 		return " (incast stalled)"
 	}
 	return ""
-}
-
-// startFlow writes bytes from host src to host dst, split evenly over the
-// connection's transport.qpsPerConnection QPs, in work requests of 1 MiB
-// or, for long flows, of 1/1024 of a QP's share (fewer to post).
-func startFlow(c *cluster.Cluster, src, dst int, bytes uint64) ([]*cluster.Transfer, error) {
-	ps, err := c.Connect(src, dst)
-	if err != nil {
-		return nil, err
-	}
-	return startOn(c, ps, src, dst, bytes)
-}
-
-// startOn is startFlow on the connection's pairs ps.
-func startOn(c *cluster.Cluster, ps []cluster.Pair, src, dst int, bytes uint64) ([]*cluster.Transfer, error) {
-	var trs []*cluster.Transfer
-	per := bytes / uint64(len(ps))
-	for i, p := range ps {
-		b := per
-		if i == len(ps)-1 {
-			b = bytes - per*uint64(len(ps)-1)
-		}
-		if b == 0 {
-			continue
-		}
-		chunk := max(min(b, 1<<20), (b/1024)&^(1<<20-1))
-		tr, err := c.StartTransfer(p, c.Region(src, b, nil), c.Region(dst, b, nil), b, chunk)
-		if err != nil {
-			return nil, err
-		}
-		trs = append(trs, tr)
-	}
-	return trs, nil
-}
-
-// sampleRate samples a cumulative counter every interval of virtual time
-// from now until until; the result's i-th value is the counter's increase
-// over the i-th interval, times scale per nanosecond (scale 8 on a byte
-// counter gives Gb/s). The slice fills as the loop runs. It samples on
-// c.Scheduler(): on a partitioned cluster every sample is a global event,
-// read with every partition stopped.
-func sampleRate(c *cluster.Cluster, interval time.Duration, until sim.Time, scale float64, read func() uint64) *[]float64 {
-	out := new([]float64)
-	sched := c.Scheduler()
-	start, last := sched.Now(), read()
-	var tick func()
-	tick = func() {
-		v := read()
-		if sched.Now() > start {
-			*out = append(*out, float64(v-last)*scale/float64(interval.Nanoseconds()))
-		}
-		last = v
-		if next := sched.Now() + sim.Time(interval); next <= until {
-			sched.At(next, tick)
-		}
-	}
-	sched.At(start, tick)
-	return out
-}
-
-// sampleRx is host h's NIC receive rate in Gb/s per interval (all planes,
-// every frame including retransmissions).
-func sampleRx(c *cluster.Cluster, h int, interval time.Duration, until sim.Time) *[]float64 {
-	return sampleRate(c, interval, until, 8, func() uint64 {
-		var rx uint64
-		for _, p := range c.Topo.HostPorts[h] {
-			rx += p.Counters.RxBytes
-		}
-		return rx
-	})
-}
-
-// binned is a plot series of at most maxPoints points: consecutive samples
-// (sample i at x0 + (i+1)·dx) averaged in equal bins.
-func binned(name string, y []float64, x0, dx float64, maxPoints int) Series {
-	s := Series{Name: name}
-	k := max(1, (len(y)+maxPoints-1)/maxPoints)
-	for i := 0; i < len(y); i += k {
-		var sum float64
-		n := min(k, len(y)-i)
-		for _, v := range y[i : i+n] {
-			sum += v
-		}
-		s.X = append(s.X, x0+float64(i+n)*dx)
-		s.Y = append(s.Y, sum/float64(n))
-	}
-	return s
-}
-
-// sortMarks orders a plot's marks by x (stable: equal times keep the
-// order they were added in).
-func sortMarks(m []Mark) {
-	slices.SortStableFunc(m, func(a, b Mark) int { return cmp.Compare(a.X, b.X) })
-}
-
-// meanRate is the mean of the samples whose interval lies in [from, to]
-// (samples of interval d; sample i covers (i·d, (i+1)·d]); NaN if none.
-func meanRate(g []float64, d time.Duration, from, to sim.Time) float64 {
-	var sum float64
-	var k int
-	for i, v := range g {
-		a, b := sim.Time(int64(i)*d.Nanoseconds()), sim.Time(int64(i+1)*d.Nanoseconds())
-		if a >= from && b <= to {
-			sum += v
-			k++
-		}
-	}
-	if k == 0 {
-		return math.NaN()
-	}
-	return sum / float64(k)
-}
-
-// minWindow is the lowest mean over consecutive whole windows of length w
-// (a multiple of the sample interval d) from from to to; NaN if none fits.
-func minWindow(g []float64, d, w time.Duration, from, to sim.Time) float64 {
-	m := math.NaN()
-	for a := from; a+sim.Time(w) <= to; a += sim.Time(w) {
-		if v := meanRate(g, d, a, a+sim.Time(w)); !math.IsNaN(v) && (math.IsNaN(m) || v < m) {
-			m = v
-		}
-	}
-	return m
-}
-
-// minRate is the lowest sample whose interval lies in [from, to]; NaN if none.
-func minRate(g []float64, d time.Duration, from, to sim.Time) float64 {
-	m := math.NaN()
-	for i, v := range g {
-		a, b := sim.Time(int64(i)*d.Nanoseconds()), sim.Time(int64(i+1)*d.Nanoseconds())
-		if a >= from && b <= to && (math.IsNaN(m) || v < m) {
-			m = v
-		}
-	}
-	return m
-}
-
-// fabricTotals sums PAUSE frames sent by switches, drops (switch ports and
-// links) and trims over the whole fabric.
-func fabricTotals(c *cluster.Cluster) (pauses, drops, trims uint64) {
-	for _, s := range c.Topo.Switches {
-		for _, p := range s.Ports {
-			pauses += p.Counters.PauseTx
-			trims += p.Counters.Trims
-			for _, d := range p.Counters.Drops {
-				drops += d
-			}
-		}
-	}
-	for _, l := range c.Topo.Links {
-		drops += l.Counters.Lost + l.Counters.DroppedDown
-	}
-	return pauses, drops, trims
 }
 
 // coOrder is the order senders are taken in: round-robin over the racks

@@ -16,47 +16,37 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(dcqcnTuning{}) }
-
 // dcqcnTuning is TARGETS T6: a 15:1 RoCE incast on cluster D (one 400G
 // plane) with PFC, one new flow joining every interval, under three DCQCN
 // settings from default to most aggressive; the last-hop queue over time,
 // PAUSE frames and the throughput shortfall at the bottleneck (the share
 // of its line rate left unused).
-type dcqcnTuning struct{}
-
-func (dcqcnTuning) Name() string { return "dcqcn-tuning" }
-func (dcqcnTuning) Title() string {
-	return "15:1 RoCE incast with PFC, one flow joining per interval: DCQCN default vs more vs most aggressive"
+func init() {
+	Register(&Spec{
+		Name:    "dcqcn-tuning",
+		Title:   "15:1 RoCE incast with PFC, one flow joining per interval: DCQCN default vs more vs most aggressive",
+		Targets: []string{"T6"},
+		Cluster: paperCluster("fabric.preset=D", "fabric.forwarding=ecmp", "transport.kind=roce", "transport.qpsPerConnection=1",
+			"fabric.queue.pfc.enabled=true", "fabric.queue.ecn.enabled=true", "fabric.queue.ecn.lastHop=true", "fabric.queue.bufferBytes=33554432",
+			// A shared-buffer switch (HPCC's MMU): the pause threshold is the
+			// free part of a 32 MiB shared buffer >> 3, so the last-hop queue
+			// can grow to megabytes, past the default's Kmin of 1.6 MB, before
+			// PFC fires, as the published queue does (to 20 MB+). Static 96 KB
+			// per ingress capped it at 1.1 MB: the default never marked.
+			"fabric.queue.pfc.mode=dynamic", "fabric.queue.pfc.sharedBufferBytes=33554432"),
+		Params: []Param{
+			{Key: "senders", Default: "15", Doc: "N of the N:1 incast (hosts 1..N write to host 0, one QP each)"},
+			{Key: "stagger", Default: "10ms", Quick: "7ms", Full: "20ms", Doc: "sender k starts at (k−1) × stagger (0: all at once); longer than exp.settle, so every phase has a settled part"},
+			{Key: "hold", Default: "10ms", Quick: "7ms", Full: "40ms", Doc: "how long all N flows run together after the last one joined; longer than exp.settle"},
+			{Key: "settle", Default: "5ms", Doc: "the join's transient: the first exp.settle of every phase is left out of the settled throughput (DCQCN's recovery after a join at 400G takes 2–5 ms, measured at full size)"},
+			{Key: "interval", Default: "10us", Full: "50us", Doc: "throughput and PAUSE sampling interval (the queue is sampled every µs)"},
+		},
+		Setup: dcqcnTuningSetup,
+		Args:  Typed[dqParams]{Read: readDq, Run: runDq},
+	})
 }
 
-// SerialReason implements Partitionable: dcqcnTuning runs partitioned (the
-// senders' start events and the queue and rate samplers are global events
-// between windows, cluster.Scheduler).
-func (dcqcnTuning) SerialReason() string { return "" }
-
-func (dcqcnTuning) TargetRows() []string { return []string{"T6"} }
-func (dcqcnTuning) ClusterSets() []string {
-	return paperCluster("fabric.preset=D", "fabric.forwarding=ecmp", "transport.kind=roce", "transport.qpsPerConnection=1",
-		"fabric.queue.pfc.enabled=true", "fabric.queue.ecn.enabled=true", "fabric.queue.ecn.lastHop=true", "fabric.queue.bufferBytes=33554432",
-		// A shared-buffer switch (HPCC's MMU): the pause threshold is the
-		// free part of a 32 MiB shared buffer >> 3, so the last-hop queue
-		// can grow to megabytes, past the default's Kmin of 1.6 MB, before
-		// PFC fires, as the published queue does (to 20 MB+). Static 96 KB
-		// per ingress capped it at 1.1 MB: the default never marked.
-		"fabric.queue.pfc.mode=dynamic", "fabric.queue.pfc.sharedBufferBytes=33554432")
-}
-func (dcqcnTuning) Params() []Param {
-	return []Param{
-		{Key: "senders", Default: "15", Doc: "N of the N:1 incast (hosts 1..N write to host 0, one QP each)"},
-		{Key: "stagger", Default: "10ms", Quick: "7ms", Full: "20ms", Doc: "sender k starts at (k−1) × stagger (0: all at once); longer than exp.settle, so every phase has a settled part"},
-		{Key: "hold", Default: "10ms", Quick: "7ms", Full: "40ms", Doc: "how long all N flows run together after the last one joined; longer than exp.settle"},
-		{Key: "settle", Default: "5ms", Doc: "the join's transient: the first exp.settle of every phase is left out of the settled throughput (DCQCN's recovery after a join at 400G takes 2–5 ms, measured at full size)"},
-		{Key: "interval", Default: "10us", Full: "50us", Doc: "throughput and PAUSE sampling interval (the queue is sampled every µs)"},
-	}
-}
-func (dcqcnTuning) Describe() string {
-	return `Hosts 1..N of cluster D (one 400G plane, 4 racks, RoCE with go-back-N on
+const dcqcnTuningSetup = `Hosts 1..N of cluster D (one 400G plane, 4 racks, RoCE with go-back-N on
 ECMP, PFC on, ECN marking on every switch port including the last hop, a
 32 MiB port buffer) each write to host 0 over one QP; sender k starts at
 (k−1) × exp.stagger and sends until the run ends exp.hold after the last
@@ -86,7 +76,6 @@ and "shortfall" is 1 − that: the line rate left unused, not packet loss
 (drops are counted apart). The checks read the settled shortfall; the
 whole-window throughput (transients included) is in the table. The
 per-phase table splits the run by the number of flows active.`
-}
 
 type dqSetting struct {
 	name, short, label string // label: plot legend
@@ -229,14 +218,19 @@ func dqIncast(c *cluster.Cluster, n int, stagger, hold, settle, interval time.Du
 	return r, nil
 }
 
-// params reads dcqcn-tuning's parameters.
-func (dcqcnTuning) params(env *Env) (n int, stagger, hold, settle, interval time.Duration, err error) {
+// dqParams are dcqcn-tuning's parameters: the incast's N and its timing.
+type dqParams struct {
+	n                               int
+	stagger, hold, settle, interval time.Duration
+}
+
+func readDq(env *Env) (dqParams, error) {
 	r := newParamReader(env)
-	n = r.integer("senders", 1, env.Config.Fabric.Hosts-1, "hosts 1..N write to host 0")
-	stagger = r.duration("stagger", true)
-	settle = r.duration("settle", true)
+	n := r.integer("senders", 1, env.Config.Fabric.Hosts-1, "hosts 1..N write to host 0")
+	stagger := r.duration("stagger", true)
+	settle := r.duration("settle", true)
 	d := r.durations("hold", "interval")
-	hold, interval = d[0], d[1]
+	hold, interval := d[0], d[1]
 	if r.err() == nil {
 		if stagger > 0 && settle >= stagger {
 			r.bad("settle", "must be below exp.stagger (%s) so every phase has a settled part, got %s", stagger, settle)
@@ -245,20 +239,11 @@ func (dcqcnTuning) params(env *Env) (n int, stagger, hold, settle, interval time
 			r.bad("settle", "must be below exp.hold (%s), got %s", hold, settle)
 		}
 	}
-	return n, stagger, hold, settle, interval, r.err()
+	return dqParams{n, stagger, hold, settle, interval}, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x dcqcnTuning) CheckParams(env *Env) error {
-	_, _, _, _, _, err := x.params(env)
-	return err
-}
-
-func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
-	n, stagger, hold, settle, interval, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runDq(ctx context.Context, env *Env, p dqParams) (*Results, error) {
+	n, stagger, hold, settle, interval := p.n, p.stagger, p.hold, p.settle, p.interval
 	var rs []dqResult
 	var events uint64
 	var ecn []string // the resolved marking of each setting
@@ -287,15 +272,14 @@ func (x dcqcnTuning) Run(ctx context.Context, env *Env) (*Results, error) {
 		events += ev
 		env.logf("dcqcn-tuning: %s: throughput %.1f%%, mean queue %.0f KB, %d PAUSE, %d events\n", st.short, 100*r.window.throughput, r.window.meanQ/1e3, r.window.totalPause, ev)
 	}
-	res := x.report(rs, n, stagger, hold, settle, interval)
+	res := dqReport(rs, n, stagger, hold, settle, interval)
 	res.Notes += "\n\nECN as resolved per port (fabric.queue.ecn.preset): " + strings.Join(ecn, "; ") + "."
 	res.Events = events
 	return res, nil
 }
 
-func (dcqcnTuning) report(rs []dqResult, n int, stagger, hold, settle, interval time.Duration) *Results {
-	res := &Results{Columns: []string{"setting", "phase", "flows_active", "from_ns", "to_ns", "throughput_fraction_of_last_hop", "settled_throughput_fraction_of_last_hop", "mean_queue_bytes", "max_queue_bytes",
-		"queue_empty_fraction", "last_hop_ecn_marks", "pause_frames", "first_pause_ns", "first_pause_flows", "drops"}}
+func dqReport(rs []dqResult, n int, stagger, hold, settle, interval time.Duration) *Results {
+	res := &Results{}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "setting\tthroughput (% of last hop)\tsettled throughput (%)\tsettled shortfall (%)\tmean queue (KB)\tmax queue (KB)\tqueue empty (% of time)\tlast-hop ECN marks\tPAUSE frames\tfirst PAUSE (µs)\tflows active at first PAUSE\tdrops")
@@ -308,8 +292,7 @@ func (dcqcnTuning) report(rs []dqResult, n int, stagger, hold, settle, interval 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%d\t%d\t%s\t%s\t%d\n", dqSettings[i].short, pctCell(w.throughput), pctCell(w.settled), pctCell(1-w.settled), w.meanQ/1e3, float64(w.maxQ)/1e3,
 			pctCell(w.emptyFrac), w.marks, w.totalPause, usCell(int64(w.firstPauseAt)), flows, w.drops)
 		row := func(ph dqPhase, name string, fp, fpf, drops string) {
-			res.Rows = append(res.Rows, []string{dqSettings[i].short, name, strconv.Itoa(ph.flows), strconv.FormatInt(int64(ph.from), 10), strconv.FormatInt(int64(ph.to), 10),
-				f4(ph.throughput), f4(ph.settled), strconv.FormatFloat(ph.meanQ, 'f', 0, 64), strconv.Itoa(ph.maxQ), f4(ph.emptyFrac), strconv.FormatUint(ph.marks, 10), strconv.FormatUint(ph.pauses, 10), fp, fpf, drops})
+			res.Row(C("setting", dqSettings[i].short), C("phase", name), C("flows_active", strconv.Itoa(ph.flows)), C("from_ns", strconv.FormatInt(int64(ph.from), 10)), C("to_ns", strconv.FormatInt(int64(ph.to), 10)), C("throughput_fraction_of_last_hop", f4(ph.throughput)), C("settled_throughput_fraction_of_last_hop", f4(ph.settled)), C("mean_queue_bytes", strconv.FormatFloat(ph.meanQ, 'f', 0, 64)), C("max_queue_bytes", strconv.Itoa(ph.maxQ)), C("queue_empty_fraction", f4(ph.emptyFrac)), C("last_hop_ecn_marks", strconv.FormatUint(ph.marks, 10)), C("pause_frames", strconv.FormatUint(ph.pauses, 10)), C("first_pause_ns", fp), C("first_pause_flows", fpf), C("drops", drops))
 		}
 		row(w, "window", strconv.FormatInt(int64(w.firstPauseAt), 10), strconv.Itoa(w.firstPauseFlows), strconv.FormatUint(w.drops, 10))
 		for _, ph := range r.phases {

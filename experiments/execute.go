@@ -44,11 +44,6 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 	if err := CheckParams(e, env); err != nil {
 		return nil, err
 	}
-	if env.Parallel > 0 {
-		if why := SerialReason(e); why != "" {
-			return nil, fmt.Errorf("%s cannot run partitioned (--parallel): %s", e.Name(), why)
-		}
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
@@ -181,7 +176,7 @@ func RunSeeds(ctx context.Context, e Experiment, env *Env) (*Results, error) {
 		if n > 1 && env.Observer != nil {
 			ek.Observer = seedObserver{env.Observer, k, n, ek.Config.Seed}
 		}
-		r, err := e.Run(ctx, &ek)
+		r, err := e.Spec().run(ctx, &ek)
 		if r != nil {
 			if !slices.Contains(r.Columns, SeedColumn) {
 				r.Columns = append(slices.Clip(r.Columns), SeedColumn)

@@ -40,21 +40,112 @@ func (p Param) Value(s Size) string {
 	return p.Default
 }
 
-// Experiment is a named, self-describing unit: a cluster configuration
-// (ClusterSets, applied before the user's --config/--set), its own
-// parameters, a run, and a check against the TARGETS rows it reproduces.
+// Spec is one experiment of the catalogue, as data: what it is called and
+// reproduces, the cluster it runs on, its parameters and its run. Each
+// experiment's file registers one (Register, from init); docs/experiments.md
+// says how to add one. A Spec owns nothing of a run: every value a run
+// produces is a function of the config, the parameters and the seed.
+type Spec struct {
+	// Name is the catalogue's name (`vcluster experiment <name>`), Title
+	// one line saying what it measures.
+	Name, Title string
+	// Targets names the TARGETS.md rows it reproduces, e.g. "T2", "T3".
+	Targets []string
+	// Setup is the report's description of the setup (markdown).
+	Setup string
+	// Cluster are the config overrides applied before the user's --config
+	// and --set (paperCluster: the paper's timing first).
+	Cluster []string
+	// Params are its parameters with their values per size and the help
+	// text `vcluster experiment list` prints.
+	Params []Param
+	// Args reads the parameters into typed values, checks them and runs:
+	// a Typed[P].
+	Args Args
+}
+
+// Args is how a Spec reads, checks and runs with its parameters; Typed is
+// the one implementation.
+type Args interface {
+	// bind reads and checks env.Params (and what they need of env.Config)
+	// and returns the run bound to the values read. It runs nothing.
+	bind(env *Env) (bound, error)
+}
+
+// bound is a run with its parameters read: Typed.Run with its P, and the
+// payload memory its largest point needs.
+type bound struct {
+	run     func(ctx context.Context, env *Env) (*Results, error)
+	payload uint64
+}
+
+// Typed is an experiment's parameters read into a P (a struct of typed
+// values: sizes, rates, durations, the cells they make) and the run that
+// takes them.
+type Typed[P any] struct {
+	// Read reads env.Params into a P, reporting every bad value (not only
+	// the first) as "exp.<key>: <value> <reason>; must be <range>"
+	// (paramReader). It is the one place parameters are checked: Execute
+	// and the CLI call it before anything runs or is written, and every
+	// seed's run gets what it returned.
+	Read func(env *Env) (P, error)
+	// Run runs one seed (env.Config.Seed) with p.
+	Run func(ctx context.Context, env *Env, p P) (*Results, error)
+	// Payload, for an experiment that carries real payload bytes, is the
+	// registered memory (source, destination and scratch buffers) one host
+	// needs at p's largest point, 0 when every point elides the payload;
+	// nil for an experiment that never carries any.
+	Payload func(p P) uint64
+}
+
+func (t Typed[P]) bind(env *Env) (bound, error) {
+	p, err := t.Read(env)
+	if err != nil {
+		return bound{}, err
+	}
+	b := bound{run: func(ctx context.Context, env *Env) (*Results, error) { return t.Run(ctx, env, p) }}
+	if t.Payload != nil {
+		b.payload = t.Payload(p)
+	}
+	return b, nil
+}
+
+// run reads s's parameters from env and runs one seed.
+func (s *Spec) run(ctx context.Context, env *Env) (*Results, error) {
+	b, err := s.Args.bind(env)
+	if err != nil {
+		return nil, err
+	}
+	return b.run(ctx, env)
+}
+
+// Experiment is a catalogued Spec as the command line holds it. It stays
+// an interface, with the Spec's fields as methods, only while cmd/vcluster
+// reads an experiment through them (and type-asserts it); Spec is the
+// experiment.
 type Experiment interface {
 	Name() string
 	Title() string
-	// TargetRows names the TARGETS.md rows it reproduces, e.g. "T2", "T3".
 	TargetRows() []string
-	// Describe is the report's description of the setup (markdown).
-	Describe() string
-	// ClusterSets are config overrides applied before the user's.
 	ClusterSets() []string
 	Params() []Param
-	Run(ctx context.Context, env *Env) (*Results, error)
+	// Spec is the experiment itself.
+	Spec() *Spec
 }
+
+// entry is the Experiment of a Spec.
+type entry struct{ s *Spec }
+
+func (e entry) Name() string          { return e.s.Name }
+func (e entry) Title() string         { return e.s.Title }
+func (e entry) TargetRows() []string  { return e.s.Targets }
+func (e entry) ClusterSets() []string { return e.s.Cluster }
+func (e entry) Params() []Param       { return e.s.Params }
+func (e entry) Spec() *Spec           { return e.s }
+
+// Of is s as an Experiment, for Execute and WriteReport (a Spec need not
+// be registered to run: tests run their own).
+func Of(s *Spec) Experiment { return entry{s} }
 
 // Env is what a run gets: the resolved cluster config, the resolved
 // parameters and where to say how it is going (may be io.Discard).
@@ -69,8 +160,7 @@ type Env struct {
 	Observer Observer
 	// Parallel is --parallel: 0 builds classic single-loop clusters, N ≥ 1
 	// partitioned ones run on N goroutines (cluster.NewForWorkers), whose
-	// results are the same for every N. Only experiments whose
-	// SerialReason is empty take N ≥ 1 (Execute refuses the others).
+	// results are the same for every N.
 	Parallel int
 	// Seeds is --seeds: how many seeds RunSeeds runs (0 and 1: one). Run
 	// itself always runs one seed, Config.Seed.
@@ -91,26 +181,12 @@ func (e *Env) NewCluster(cfg config.Config) (*cluster.Cluster, error) {
 	return cluster.NewForWorkers(cfg, n)
 }
 
-// Partitionable is implemented by experiments that say whether they can
-// run on a partitioned cluster (--parallel N ≥ 1).
-type Partitionable interface {
-	// SerialReason returns why the experiment must run on the classic
-	// single loop, or "" when it can run partitioned: its workload keeps
-	// to what partitions do on their own (collectives and transfers,
-	// started between runs, loss on links), and whatever acts on several
-	// partitions in mid-run (fault plans, Clustermapper, samplers, an
-	// event starting flows on several hosts) is scheduled on
-	// cluster.Scheduler, whose global events run between windows.
-	SerialReason() string
-}
-
-// SerialReason returns why e cannot run partitioned, or "" when it can.
-func SerialReason(e Experiment) string {
-	if p, ok := e.(Partitionable); ok {
-		return p.SerialReason()
-	}
-	return "it does not declare that it can run partitioned"
-}
+// SerialReason returns why e cannot run partitioned: "" for every
+// experiment of the catalogue. Deprecated: kept only for cmd/vcluster's
+// --parallel checks, which can drop it (every experiment runs partitioned:
+// fault plans, the Clustermapper and samplers act as global events
+// between windows, cluster.Scheduler).
+func SerialReason(Experiment) string { return "" }
 
 // Observer follows a run for progress displays and metrics. Its methods
 // are called on the goroutine that runs the simulation, so they may read
@@ -221,18 +297,22 @@ type Section struct {
 }
 
 // Results are what a run produced. Columns and Rows are results.csv (and
-// results.json, one object per row); Table is the human table; every
+// results.json, one object per row, and report.html's results table),
+// built by Row; Table is the terminal table (also in report.md); every
 // value is a function of the config, parameters and seed.
 type Results struct {
 	Columns []string
 	Rows    [][]string
-	Table   string
-	Checks  []Check
-	Plots   []Plot
-	Notes   string // markdown after the table
-	Events  uint64 // simulation events executed
-	Before  []Section
-	Files   []File // extra files for the report directory, e.g. a faults event log
+	// table is what Row builds Columns and Rows from (and, for an
+	// experiment whose terminal table is its rows, Table: table.Text).
+	table  Table
+	Table  string
+	Checks []Check
+	Plots  []Plot
+	Notes  string // markdown after the table
+	Events uint64 // simulation events executed
+	Before []Section
+	Files  []File // extra files for the report directory, e.g. a faults event log
 	// Failed lists the points that failed, one line each with what failed
 	// ("RoCE, 1 QP, loss 1% (QP error: retry limit)"): an error, a stalled
 	// job, a QP error or a wrong byte where the experiment set out to
@@ -280,14 +360,33 @@ func (r *Results) Passed() (bool, []string) {
 	return len(bad) == 0 && testable > 0 && len(r.Failed) == 0, bad
 }
 
-var registry = map[string]Experiment{}
+var registry = map[string]*Spec{}
 
-// Register adds e to the catalogue (from init).
-func Register(e Experiment) {
-	if _, dup := registry[e.Name()]; dup {
-		panic("experiments: duplicate " + e.Name())
+// Register adds s to the catalogue (from init). A Spec without a name or
+// Args, or with a parameter key twice, is a programming error: it panics.
+func Register(s *Spec) {
+	if err := s.valid(); err != nil {
+		panic("experiments: " + err.Error())
 	}
-	registry[e.Name()] = e
+	if _, dup := registry[s.Name]; dup {
+		panic("experiments: duplicate " + s.Name)
+	}
+	registry[s.Name] = s
+}
+
+// valid checks what Register needs of s.
+func (s *Spec) valid() error {
+	if s.Name == "" || s.Args == nil {
+		return fmt.Errorf("experiment %q: want a Name and Args", s.Name)
+	}
+	seen := map[string]bool{}
+	for _, p := range s.Params {
+		if p.Key == "" || seen[p.Key] {
+			return fmt.Errorf("experiment %s: parameter key %q empty or listed twice", s.Name, p.Key)
+		}
+		seen[p.Key] = true
+	}
+	return nil
 }
 
 // aliases are other names for experiments of the catalogue: the names the
@@ -298,11 +397,11 @@ var aliases = map[string]string{
 
 // Lookup finds an experiment by name or alias.
 func Lookup(name string) (Experiment, error) {
-	if e, ok := registry[name]; ok {
-		return e, nil
+	if s, ok := registry[name]; ok {
+		return entry{s}, nil
 	}
-	if e, ok := registry[aliases[name]]; ok {
-		return e, nil
+	if s, ok := registry[aliases[name]]; ok {
+		return entry{s}, nil
 	}
 	return nil, fmt.Errorf("no experiment %q (have: %s)", name, strings.Join(Names(), ", "))
 }

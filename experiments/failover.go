@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
@@ -16,38 +15,28 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(failover{}) }
-
 // failover is TARGETS T7: the busiest T0–T1 link of a transfer's active
 // path is cut mid-transfer (a faults plan run by faults.Drill), MRC
 // against RoCE; receive throughput over time and time to bypass.
-type failover struct{}
-
-func (failover) Name() string { return "failover" }
-func (failover) Title() string {
-	return "link on an active path cut mid-transfer: MRC bypass vs RoCE stall"
+func init() {
+	Register(&Spec{
+		Name:    "failover",
+		Title:   "link on an active path cut mid-transfer: MRC bypass vs RoCE stall",
+		Targets: []string{"T7"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),
+		Params: []Param{
+			{Key: "bytes", Default: "64M", Quick: "16M", Doc: "transfer size, host 0 → last host (across T1), one QP"},
+			{Key: "cutAt", Default: "300us", Quick: "100us", Doc: "virtual time the link goes down (and stays down)"},
+			{Key: "interval", Default: "10us", Doc: "throughput sampling interval (bytes received at the destination NIC, all planes)"},
+			{Key: "deadline", Default: "50ms", Doc: "virtual-time cap: a transfer not done by then is stalled"},
+			{Key: "reconvergence", Default: config.PaperECMPReconvergence, Doc: "RoCE cell's fabric.ecmpReconvergence: the BGP-style delay after which the ECMP switches route around the cut link (config.PaperECMPReconvergence); 0..10s"},
+		},
+		Setup: failoverSetup,
+		Args:  Typed[foParams]{Read: readFo, Run: runFo, Payload: payloadFo},
+	})
 }
 
-// SerialReason implements Partitionable: failover runs partitioned (the
-// fault plan and the throughput sampler act as global events between
-// windows, cluster.Scheduler).
-func (failover) SerialReason() string { return "" }
-
-func (failover) TargetRows() []string { return []string{"T7"} }
-func (failover) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16")
-}
-func (failover) Params() []Param {
-	return []Param{
-		{Key: "bytes", Default: "64M", Quick: "16M", Doc: "transfer size, host 0 → last host (across T1), one QP"},
-		{Key: "cutAt", Default: "300us", Quick: "100us", Doc: "virtual time the link goes down (and stays down)"},
-		{Key: "interval", Default: "10us", Doc: "throughput sampling interval (bytes received at the destination NIC, all planes)"},
-		{Key: "deadline", Default: "50ms", Doc: "virtual-time cap: a transfer not done by then is stalled"},
-		{Key: "reconvergence", Default: config.PaperECMPReconvergence, Doc: "RoCE cell's fabric.ecmpReconvergence: the BGP-style delay after which the ECMP switches route around the cut link (config.PaperECMPReconvergence); 0..10s"},
-	}
-}
-func (failover) Describe() string {
-	return `Host 0 writes to the last host (across T1) over one QP with the payload
+const failoverSetup = `Host 0 writes to the last host (across T1) over one QP with the payload
 carried and compared byte for byte. At exp.cutAt one cable of the
 transfer's active path goes down in both directions and stays down, in two
 runs per transport: the source-side cut (faults selector busiest:t0-t1, the
@@ -66,7 +55,6 @@ frame sent into the dead link, frames lost); the drill also runs the same
 transfer without the fault for the slowdown. Throughput over time is the
 bytes arriving at the destination NIC (all planes, retransmissions
 included) per sampling interval.`
-}
 
 type foCell struct {
 	name    string
@@ -87,7 +75,7 @@ type foParams struct {
 }
 
 // params reads failover's parameters.
-func (failover) params(env *Env) (foParams, error) {
+func readFo(env *Env) (foParams, error) {
 	r := newParamReader(env)
 	p := foParams{size: r.size("bytes")}
 	d := r.durations("cutAt", "interval", "deadline")
@@ -98,27 +86,13 @@ func (failover) params(env *Env) (foParams, error) {
 	return p, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x failover) CheckParams(env *Env) error {
-	_, err := x.params(env)
-	return err
-}
-
-// PayloadBytesPerHost implements PayloadEstimator: the transfer is real
+// payloadFo is Typed.Payload: the transfer is real
 // (verified byte for byte); its source and destination each hold it.
-func (x failover) PayloadBytesPerHost(env *Env) uint64 {
-	p, err := x.params(env)
-	if err != nil {
-		return 0
-	}
+func payloadFo(p foParams) uint64 {
 	return p.size
 }
 
-func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
-	prm, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runFo(ctx context.Context, env *Env, prm foParams) (*Results, error) {
 	size, cutAt, interval, deadline := prm.size, prm.cutAt, prm.interval, prm.deadline
 	// Two cuts of the active path: the source T0's uplink (busiest:t0-t1
 	// picks it: ties go to the first cable, the source's) and the T1's
@@ -140,15 +114,10 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 			&foCell{name: "RoCE, 1 QP, " + sd.name, side: sd.name, sets: roceSets(1, "transport.payload=real", "fabric.ecmpReconvergence="+prm.reconverge.String())})
 	}
 	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
-	res := &Results{Columns: []string{"transport", "bytes", "cut_at_ns", "fault_target", "transport_outcome", "fault_outcome", "first_loss_ns", "detect_ns", "bypass_ns",
-		"packets_lost", "data_into_dead_link", "qp_errors", "timeouts", "retransmissions", "verified", "job_ns", "baseline_ns", "slowdown"}}
+	res := &Results{}
 	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("%s host 0 → last host, busiest T0–T1 link cut at %s", collectives.FormatBytes(size), durText(cutAt)),
 		XLabel: "virtual time (µs)", YLabel: "received at the destination NIC (Gb/s)",
 		Marks: []Mark{{X: float64(cutAt.Nanoseconds()) / 1e3, Label: "link cut"}}}
-	var tb bytes.Buffer
-	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	// Detect and bypass count from the cut; job and baseline from 0.
-	fmt.Fprintln(tw, "transport\tcut link\toutcome\tfault\tdetect after cut (µs)\tbypass after cut (µs)\tframes lost\tQP errors\ttimeouts\tjob (µs)\tbaseline (µs)")
 	for ci, cell := range cells {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -217,20 +186,24 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		if len(f.Targets) > 0 {
 			target = f.Targets[0]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cell.name, target, s.TransportOutcome, f.Outcome, usCell(f.DetectNs), usCell(f.BypassNs),
-			f.PacketsLost, s.QPErrors, s.Timeouts, usCell(s.JobNs), usCell(s.BaselineNs))
 		// The path recovers when this transport's last data frame went into
 		// the dead link (the faults recorder's bypass), if it moved off it.
 		if f.BypassNs >= 0 {
 			tp.Marks = append(tp.Marks, Mark{X: float64(cutAt.Nanoseconds()+f.BypassNs) / 1e3, Label: cell.name + " off the cut link"})
 		}
-		res.Rows = append(res.Rows, []string{cell.name, strconv.FormatUint(size, 10), strconv.FormatInt(cutAt.Nanoseconds(), 10), target, s.TransportOutcome, f.Outcome,
-			strconv.FormatInt(f.FirstLossNs, 10), strconv.FormatInt(f.DetectNs, 10), strconv.FormatInt(f.BypassNs, 10), strconv.FormatUint(f.PacketsLost, 10),
-			strconv.FormatUint(f.DataIntoFail, 10), strconv.Itoa(s.QPErrors), strconv.FormatUint(s.Timeouts, 10), strconv.FormatUint(s.Retransmissions, 10),
-			strconv.Itoa(s.Verified), strconv.FormatInt(s.JobNs, 10), strconv.FormatInt(s.BaselineNs, 10), f4(s.Slowdown)})
+		// Detect and bypass count from the cut; job and baseline from 0.
+		ns := func(key, head string, v int64) Cell { return C(key, strconv.FormatInt(v, 10)).Show(head, usCell(v)) }
+		res.Row(C("transport", cell.name).Show("transport", cell.name), C("bytes", strconv.FormatUint(size, 10)), C("cut_at_ns", strconv.FormatInt(cutAt.Nanoseconds(), 10)),
+			C("fault_target", target).Show("cut link", target), C("transport_outcome", s.TransportOutcome).Show("outcome", s.TransportOutcome),
+			C("fault_outcome", f.Outcome).Show("fault", f.Outcome), C("first_loss_ns", strconv.FormatInt(f.FirstLossNs, 10)),
+			ns("detect_ns", "detect after cut (µs)", f.DetectNs), ns("bypass_ns", "bypass after cut (µs)", f.BypassNs),
+			C("packets_lost", strconv.FormatUint(f.PacketsLost, 10)).Show("frames lost", strconv.FormatUint(f.PacketsLost, 10)),
+			C("data_into_dead_link", strconv.FormatUint(f.DataIntoFail, 10)), C("qp_errors", strconv.Itoa(s.QPErrors)).Show("QP errors", strconv.Itoa(s.QPErrors)),
+			C("timeouts", strconv.FormatUint(s.Timeouts, 10)).Show("timeouts", strconv.FormatUint(s.Timeouts, 10)),
+			C("retransmissions", strconv.FormatUint(s.Retransmissions, 10)), C("verified", strconv.Itoa(s.Verified)),
+			ns("job_ns", "job (µs)", s.JobNs), ns("baseline_ns", "baseline (µs)", s.BaselineNs), C("slowdown", f4(s.Slowdown)))
 		env.logf("failover: %s: %s, fault %s, bypass %s\n", cell.name, s.TransportOutcome, f.Outcome, usOrNever(f.BypassNs))
 	}
-	tw.Flush()
 	res.Points = len(cells)
 	// RoCE stalling (or erroring) is what the experiment shows, and its
 	// check asserts it; MRC not completing is a failure.
@@ -240,7 +213,7 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 		}
 	}
 	sortMarks(tp.Marks)
-	res.Table, res.Plots = tb.String(), []Plot{tp}
+	res.Table, res.Plots = res.table.Text(), []Plot{tp}
 	res.Files = []File{{Name: "events.jsonl", Data: logb.Bytes()}}
 	res.Checks = append(res.Checks, failoverChecks(cells, prm)...)
 	if r := cells[1]; r.s.TransportOutcome == "completed" {
@@ -248,13 +221,6 @@ func (x failover) Run(ctx context.Context, env *Env) (*Results, error) {
 			durText(r.stall(prm).Round(time.Microsecond)), r.s.Timeouts)
 	}
 	return res, nil
-}
-
-func usOrNever(ns int64) string {
-	if ns < 0 {
-		return "never"
-	}
-	return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
 }
 
 // stall is how long the cell's flow received nothing after the cut: from

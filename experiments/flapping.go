@@ -16,44 +16,34 @@ import (
 	"github.com/vcluster/vcluster/verbs"
 )
 
-func init() { Register(flapping{}) }
-
 // flapping is TARGETS T9: four T0–T1 links flap (the faults scenario
 // flapping-4) while a long job — ring all-reduce iterations back to back
 // over every host — runs; job throughput before, during and after, against
 // the same job without faults.
-type flapping struct{}
-
-func (flapping) Name() string { return "flapping" }
-func (flapping) Title() string {
-	return "four T0–T1 links flapping under a running all-reduce job: throughput during and after, QP failures"
+func init() {
+	Register(&Spec{
+		Name:    "flapping",
+		Title:   "four T0–T1 links flapping under a running all-reduce job: throughput during and after, QP failures",
+		Targets: []string{"T9"},
+		Cluster: paperCluster(append([]string{"fabric.preset=C", "fabric.hosts=16"}, mrcSets(1)...)...),
+		Params: []Param{
+			{Key: "size", Default: "16M", Doc: "ring all-reduce size of one iteration (nccl-tests bytes); the job repeats it back to back"},
+			{Key: "flapAt", Default: "2ms", Doc: "virtual time the four links start flapping"},
+			{Key: "flapFor", Default: "10ms", Quick: "4ms", Full: "40ms", Doc: "how long they flap (the published minute, scaled: see the setup)"},
+			{Key: "flapPeriod", Default: "500us", Doc: "each link's flap cycle: one down per period (the paper gives none; 500 µs is MRC's probe interval of ASSUMED_BAD EVs, see the setup)"},
+			{Key: "flapDown", Default: "100us", Doc: "how long each flap holds its link down (longer than MRC's detection and EV replacement, tens of µs); < exp.flapPeriod"},
+			{Key: "flapJitter", Default: "100us", Doc: "each down starts up to this late in its period (uniform); exp.flapDown + exp.flapJitter ≤ exp.flapPeriod"},
+			{Key: "settle", Default: "1ms", Doc: "gap after the flapping ends before the 'after' window (two MRC probe intervals of ASSUMED_BAD paths)"},
+			{Key: "after", Default: "4ms", Quick: "2ms", Full: "10ms", Doc: "length of the 'after' window; the job runs until flapAt + flapFor + settle + after"},
+			{Key: "interval", Default: "50us", Doc: "throughput sampling interval of the time series"},
+			{Key: "payload", Default: "elided", Doc: "elided, or real: bytes carried and every iteration's result checked (same timing, ~8× the wall time and ~1.5 GB at default size)"},
+		},
+		Setup: flappingSetup,
+		Args:  Typed[flParams]{Read: readFl, Run: runFl, Payload: payloadFl},
+	})
 }
 
-// SerialReason implements Partitionable: flapping runs partitioned (the
-// injector, the recorder and the throughput sampler act as global events
-// between windows, cluster.Scheduler).
-func (flapping) SerialReason() string { return "" }
-
-func (flapping) TargetRows() []string { return []string{"T9"} }
-func (flapping) ClusterSets() []string {
-	return paperCluster(append([]string{"fabric.preset=C", "fabric.hosts=16"}, mrcSets(1)...)...)
-}
-func (flapping) Params() []Param {
-	return []Param{
-		{Key: "size", Default: "16M", Doc: "ring all-reduce size of one iteration (nccl-tests bytes); the job repeats it back to back"},
-		{Key: "flapAt", Default: "2ms", Doc: "virtual time the four links start flapping"},
-		{Key: "flapFor", Default: "10ms", Quick: "4ms", Full: "40ms", Doc: "how long they flap (the published minute, scaled: see the setup)"},
-		{Key: "flapPeriod", Default: "500us", Doc: "each link's flap cycle: one down per period (the paper gives none; 500 µs is MRC's probe interval of ASSUMED_BAD EVs, see the setup)"},
-		{Key: "flapDown", Default: "100us", Doc: "how long each flap holds its link down (longer than MRC's detection and EV replacement, tens of µs); < exp.flapPeriod"},
-		{Key: "flapJitter", Default: "100us", Doc: "each down starts up to this late in its period (uniform); exp.flapDown + exp.flapJitter ≤ exp.flapPeriod"},
-		{Key: "settle", Default: "1ms", Doc: "gap after the flapping ends before the 'after' window (two MRC probe intervals of ASSUMED_BAD paths)"},
-		{Key: "after", Default: "4ms", Quick: "2ms", Full: "10ms", Doc: "length of the 'after' window; the job runs until flapAt + flapFor + settle + after"},
-		{Key: "interval", Default: "50us", Doc: "throughput sampling interval of the time series"},
-		{Key: "payload", Default: "elided", Doc: "elided, or real: bytes carried and every iteration's result checked (same timing, ~8× the wall time and ~1.5 GB at default size)"},
-	}
-}
-func (flapping) Describe() string {
-	return `Every host of cluster C (16 hosts, 4 planes × 100G, 4 T1s per plane) is a
+const flappingSetup = `Every host of cluster C (16 hosts, 4 planes × 100G, 4 T1s per plane) is a
 rank of a ring all-reduce (MRC, one QP per pair of ranks, spraying over every
 plane and T1 on uSID paths) that runs iteration after iteration — the job.
 Four T0–T1 cables, drawn from the seed, flap (the faults scenario
@@ -81,7 +71,6 @@ window and compared with the fault-free job's over the same window:
 the flapping, "after" from exp.settle past its end to the end of the run.
 The NIC receive rate (every frame, retransmissions included) is shown
 alongside.`
-}
 
 // flIter is one all-reduce iteration of the job.
 type flIter struct {
@@ -221,7 +210,7 @@ type flParams struct {
 	plan                                     *faults.Plan
 }
 
-func (flapping) params(env *Env) (flParams, error) {
+func readFl(env *Env) (flParams, error) {
 	r := newParamReader(env)
 	var p flParams
 	p.size = r.size("size")
@@ -260,26 +249,15 @@ func flPlan(p flParams) (*faults.Plan, error) {
 	return faults.ParsePlan("flapping", []byte(b.String()))
 }
 
-// CheckParams implements ParamChecker.
-func (x flapping) CheckParams(env *Env) error {
-	_, err := x.params(env)
-	return err
-}
-
-// PayloadBytesPerHost implements PayloadEstimator.
-func (x flapping) PayloadBytesPerHost(env *Env) uint64 {
-	p, err := x.params(env)
-	if err != nil || p.payload != "real" {
+// payloadFl is Typed.Payload.
+func payloadFl(p flParams) uint64 {
+	if p.payload != "real" {
 		return 0
 	}
 	return collectiveBuffers(p.size)
 }
 
-func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
-	p, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runFl(ctx context.Context, env *Env, p flParams) (*Results, error) {
 	size, payload := p.size, p.payload
 	flapAt, flapFor, settle, after, interval := p.flapAt, p.flapFor, p.settle, p.after, p.interval
 	cfg, err := override(env.Config, []string{"transport.payload=" + payload})
@@ -313,7 +291,6 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 		a, b sim.Time
 	}
 	phases := []phase{{"before", first, sim.Time(flapAt)}, {"during", sim.Time(flapAt), flapEnd}, {"after", flapEnd + sim.Time(settle), end}}
-	res.Columns = []string{"phase", "from_ns", "to_ns", "baseline_goodput_GBps", "flapping_goodput_GBps", "ratio", "baseline_rx_Gbps", "flapping_rx_Gbps"}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "phase\twindow (ms)\tjob goodput, no faults (GB/s)\twith flapping (GB/s)\tchange (%%)\tNIC rx, no faults (Gb/s)\twith flapping (Gb/s)\n")
@@ -323,7 +300,7 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 		rb, rf := meanRate(base.rx, interval, ph.a, ph.b), meanRate(fl.rx, interval, ph.a, ph.b)
 		ratio[ph.name] = f / b
 		fmt.Fprintf(tw, "%s\t%.3f–%.3f\t%.1f\t%.1f\t%+.1f\t%.0f\t%.0f\n", ph.name, float64(ph.a)/1e6, float64(ph.b)/1e6, b, f, 100*(f/b-1), rb, rf)
-		res.Rows = append(res.Rows, []string{ph.name, strconv.FormatInt(int64(ph.a), 10), strconv.FormatInt(int64(ph.b), 10), f4(b), f4(f), f4(f / b), f4(rb), f4(rf)})
+		res.Row(C("phase", ph.name), C("from_ns", strconv.FormatInt(int64(ph.a), 10)), C("to_ns", strconv.FormatInt(int64(ph.b), 10)), C("baseline_goodput_GBps", f4(b)), C("flapping_goodput_GBps", f4(f)), C("ratio", f4(f/b)), C("baseline_rx_Gbps", f4(rb)), C("flapping_rx_Gbps", f4(rf)))
 	}
 	tw.Flush()
 	var fb bytes.Buffer
@@ -358,12 +335,12 @@ func (x flapping) Run(ctx context.Context, env *Env) (*Results, error) {
 		"The faults event log (events.jsonl) has %d entries. Job: ring all-reduce of %s over %d ranks, repeated until %s; payload %s.",
 		strings.Join(fl.targets, ", "), total, durText(p.flapDown), durText(p.flapPeriod), durText(p.flapJitter), durText(flapAt), durText(time.Duration(flapEnd)), fl.entries, collectives.FormatBytes(size), n, durText(time.Duration(end)), payload)
 	res.Files = []File{{Name: "events.jsonl", Data: fl.log}}
-	res.Plots = x.plots(base, fl, interval, flapAt, flapEnd, size, n)
-	res.Checks = x.checks(base, fl, ratio, payload)
+	res.Plots = flPlots(base, fl, interval, flapAt, flapEnd, size, n)
+	res.Checks = flChecks(base, fl, ratio, payload)
 	return res, nil
 }
 
-func (flapping) plots(base, fl *flOut, interval, flapAt time.Duration, flapEnd sim.Time, size uint64, n int) []Plot {
+func flPlots(base, fl *flOut, interval, flapAt time.Duration, flapEnd sim.Time, size uint64, n int) []Plot {
 	// The flapping's start and end, in ms like the x axes (each flap of
 	// four links, 8–80 per link, would bury the lines).
 	marks := func() []Mark {
@@ -394,7 +371,7 @@ func (flapping) plots(base, fl *flOut, interval, flapAt time.Duration, flapEnd s
 
 // checks test T9 as published, on the median of the seeds (every seed
 // draws its own four links).
-func (flapping) checks(base, fl *flOut, ratio map[string]float64, payload string) []Check {
+func flChecks(base, fl *flOut, ratio map[string]float64, payload string) []Check {
 	verified := ""
 	if payload == "real" {
 		verified = ", every result verified"

@@ -80,20 +80,14 @@ func TestWriteIndex(t *testing.T) {
 	}
 }
 
-// fakeExperiment is an Experiment for report tests: it runs nothing.
-type fakeExperiment struct{}
-
-func (fakeExperiment) Name() string         { return "fake" }
-func (fakeExperiment) Title() string        { return "a fake" }
-func (fakeExperiment) TargetRows() []string { return []string{"T0"} }
-func (fakeExperiment) Describe() string {
-	return "Setup with `code`, **bold**\n\n```\nraw & <pre>\n```\n\n- one\n- two"
-}
-func (fakeExperiment) ClusterSets() []string { return nil }
-func (fakeExperiment) Params() []Param       { return []Param{{Key: "k", Default: "1"}} }
-func (fakeExperiment) Run(context.Context, *Env) (*Results, error) {
-	return nil, nil
-}
+// fakeExperiment is an experiment for report tests: it runs nothing.
+var fakeExperiment = Of(&Spec{Name: "fake", Title: "a fake", Targets: []string{"T0"},
+	Setup:  "Setup with `code`, **bold**\n\n```\nraw & <pre>\n```\n\n- one\n- two",
+	Params: []Param{{Key: "k", Default: "1"}},
+	Args: Typed[struct{}]{
+		Read: func(*Env) (struct{}, error) { return struct{}{}, nil },
+		Run:  func(context.Context, *Env, struct{}) (*Results, error) { return nil, nil },
+	}})
 
 // report.html from WriteReport: the prose rendered (no fence left, the
 // code block a <pre>), the results and checks as tables, one inline SVG
@@ -106,7 +100,7 @@ func TestReportHTML(t *testing.T) {
 		Checks: []Check{{Target: "T0", Claim: "c", Expected: "e", Measured: "m", Pass: true}}, Plots: plots,
 		Notes: "**Note**: see `x`.\n\n| a | b |\n|---|---|\n| 1 | 2 |"}
 	env := &Env{Size: Quick, Params: map[string]string{"k": "1"}}
-	files, err := WriteReport(dir, fakeExperiment{}, env, r, "cluster X")
+	files, err := WriteReport(dir, fakeExperiment, env, r, "cluster X")
 	if err != nil {
 		t.Fatal(err)
 	}

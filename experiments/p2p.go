@@ -5,40 +5,30 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/sim"
 )
 
-func init() { Register(p2p{}) }
-
 // p2p is TARGETS T1: one-way latency of a 2-byte write within one T0 and
 // across T1, and the goodput of a stream of w-byte writes.
-type p2p struct{}
-
-func (p2p) Name() string { return "p2p" }
-func (p2p) Title() string {
-	return "point-to-point latency (2 B) and write bandwidth, within one T0 and across T1"
+func init() {
+	Register(&Spec{
+		Name:    "p2p",
+		Title:   "point-to-point latency (2 B) and write bandwidth, within one T0 and across T1",
+		Targets: []string{"T1"},
+		Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8"),
+		Params: []Param{
+			{Key: "writes", Default: "4K,16K,32K,64K,256K,1M", Quick: "4K,32K,1M", Doc: "write sizes for the bandwidth rows"},
+			{Key: "stream", Default: "64M", Quick: "32M", Doc: "bytes per bandwidth measurement (a stream of writes of one size, one QP; long enough that the first RTT of ramp-up does not dominate)"},
+		},
+		Setup: p2pSetup,
+		Args:  Typed[p2pParams]{Read: readP2P, Run: runP2P},
+	})
 }
 
-// SerialReason implements Partitionable: p2p runs collectives or transfers
-// only, started between runs, so it can run partitioned.
-func (p2p) SerialReason() string { return "" }
-
-func (p2p) TargetRows() []string { return []string{"T1"} }
-func (p2p) ClusterSets() []string {
-	return paperCluster("fabric.preset=C", "fabric.hosts=16", "fabric.planes=8")
-}
-func (p2p) Params() []Param {
-	return []Param{
-		{Key: "writes", Default: "4K,16K,32K,64K,256K,1M", Quick: "4K,32K,1M", Doc: "write sizes for the bandwidth rows"},
-		{Key: "stream", Default: "64M", Quick: "32M", Doc: "bytes per bandwidth measurement (a stream of writes of one size, one QP; long enough that the first RTT of ramp-up does not dominate)"},
-	}
-}
-func (p2p) Describe() string {
-	return `Host 0 writes to host 1 (same T0: host–T0–host) and to the last host
+const p2pSetup = `Host 0 writes to host 1 (same T0: host–T0–host) and to the last host
 (across T1: host–T0–T1–T0–host) over one QP. Latency: a single 2-byte
 RDMA WriteImm, from the post to the moment the responder's application sees
 its completion (one way, virtual time): serialization and propagation, the
@@ -54,7 +44,6 @@ measured 87% within T0 and 80% across T1 (the longer RTT costs more), with
 32 MiB 95% and 94%; the goodput's time runs from the post to the last
 completion, so it also pays the NIC latency once. Neither transport models a
 per-work-request cost, so goodput barely depends on the write size.`
-}
 
 // latencyBytes is the size of the latency probe: one WriteImm of 2 bytes.
 const latencyBytes = 2
@@ -107,36 +96,37 @@ func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *ui
 	return tr.RecvImmAt - tr.Start, tr.GoodputBps(), line, nil
 }
 
-// params reads p2p's parameters: the write sizes and the stream length.
-func (p2p) params(env *Env) (writes []uint64, stream uint64, err error) {
+// p2pParams are p2p's parameters: the write sizes of the bandwidth rows
+// and the stream length.
+type p2pParams struct {
+	writes []uint64
+	stream uint64
+}
+
+func readP2P(env *Env) (p2pParams, error) {
 	r := newParamReader(env)
+	var p p2pParams
 	for _, s := range r.list("writes") {
 		w, ok := parseParamBytes(s)
 		if !ok {
 			r.bad("writes", "%q is not a size; must be a comma-separated list of %ss", s, bytesRange)
 			break
 		}
-		writes = append(writes, w)
+		p.writes = append(p.writes, w)
 	}
-	stream = r.size("stream")
-	return writes, stream, r.err()
+	p.stream = r.size("stream")
+	return p, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x p2p) CheckParams(env *Env) error {
-	_, _, err := x.params(env)
-	return err
-}
-
-func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
-	writes, stream, err := x.params(env)
-	if err != nil {
-		return nil, err
+func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
+	writes, stream := p.writes, p.stream
+	res := &Results{}
+	// row is one measurement: the cells naming it, then what it measured.
+	row := func(v p2pVariant, path string, to int, measure string, w uint64, measured ...Cell) {
+		res.Row(append([]Cell{C("transport", v.name).Show("transport", v.name), C("path", path).Show("path", path),
+			C("from", "0"), C("to", strconv.Itoa(to)), C("measure", measure).Show("measure", measure),
+			C("write_bytes", strconv.FormatUint(w, 10)).Show("write (bytes)", collectives.FormatBytes(w))}, measured...)...)
 	}
-	res := &Results{Columns: []string{"transport", "path", "from", "to", "measure", "write_bytes", "latency_ns", "goodput_bps", "fraction_of_line_rate"}}
-	var tb bytes.Buffer
-	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "transport\tpath\tmeasure\twrite (bytes)\tone-way latency (µs)\tgoodput (Gb/s)\tof line rate (%)")
 	type key struct{ v, path string }
 	lat := map[key]sim.Time{}
 	frac := map[key]map[uint64]float64{}
@@ -164,8 +154,9 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 				return nil, fmt.Errorf("%s %s latency: %w", v.name, pth.name, err)
 			}
 			lat[k] = l
-			fmt.Fprintf(tw, "%s\t%s\tlatency\t%s\t%.3f\t\t\n", v.name, pth.name, collectives.FormatBytes(latencyBytes), float64(l)/1e3)
-			res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "latency", strconv.Itoa(latencyBytes), strconv.FormatInt(int64(l), 10), "", ""})
+			row(v, pth.name, pth.to, "latency", latencyBytes,
+				C("latency_ns", strconv.FormatInt(int64(l), 10)).Show("one-way latency (µs)", fmt.Sprintf("%.3f", float64(l)/1e3)),
+				C("goodput_bps", "").Show("goodput (Gb/s)", ""), C("fraction_of_line_rate", "").Show("of line rate (%)", ""))
 			frac[k] = map[uint64]float64{}
 			s := Series{Name: v.name + ", " + pth.name}
 			for _, w := range writes {
@@ -176,8 +167,9 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 					return nil, fmt.Errorf("%s %s %d B writes: %w", v.name, pth.name, w, err)
 				}
 				frac[k][w] = g / line
-				fmt.Fprintf(tw, "%s\t%s\tbandwidth\t%s\t\t%.1f\t%s\n", v.name, pth.name, collectives.FormatBytes(w), g/1e9, pctCell(g/line))
-				res.Rows = append(res.Rows, []string{v.name, pth.name, "0", strconv.Itoa(pth.to), "bandwidth", strconv.FormatUint(w, 10), "", strconv.FormatFloat(g, 'f', 0, 64), f4(g / line)})
+				row(v, pth.name, pth.to, "bandwidth", w, C("latency_ns", "").Show("one-way latency (µs)", ""),
+					C("goodput_bps", strconv.FormatFloat(g, 'f', 0, 64)).Show("goodput (Gb/s)", fmt.Sprintf("%.1f", g/1e9)),
+					C("fraction_of_line_rate", f4(g/line)).Show("of line rate (%)", pctCell(g/line)))
 				s.X = append(s.X, float64(w))
 				s.Y = append(s.Y, 100*g/line)
 			}
@@ -185,9 +177,8 @@ func (x p2p) Run(ctx context.Context, env *Env) (*Results, error) {
 			env.logf("p2p: %s %s done\n", v.name, pth.name)
 		}
 	}
-	tw.Flush()
 	plots = append(plots, bw)
-	res.Table, res.Plots = tb.String(), plots
+	res.Table, res.Plots = res.table.Text(), plots
 	// Checks: the MRC rows (the published T1 numbers are MRC's).
 	res.Checks = append(res.Checks, p2pChecks(lat[key{p2pVariants[0].name, "within T0"}], lat[key{p2pVariants[0].name, "across T1"}],
 		lat[key{p2pVariants[1].name, "within T0"}], lat[key{p2pVariants[1].name, "across T1"}],

@@ -13,22 +13,13 @@ import (
 	"github.com/vcluster/vcluster/faults"
 )
 
-// ParamChecker is implemented by every experiment of the catalogue: it
-// reads and checks its parameters (and whatever they need of the cluster
-// config) exactly as Run does, without running anything, so the CLI can
-// refuse a bad exp.* value before it creates the report directory.
-type ParamChecker interface {
-	CheckParams(env *Env) error
-}
-
-// CheckParams checks env.Params for e (ParamChecker); every bad parameter
-// is one error of the joined result, naming exp.<key>, the value, the
-// reason and the allowed range.
+// CheckParams reads env.Params for e as its run will (Spec.Args), running
+// nothing, so the CLI can refuse a bad exp.* value before it creates the
+// report directory; every bad parameter is one error of the joined
+// result, naming exp.<key>, the value, the reason and the allowed range.
 func CheckParams(e Experiment, env *Env) error {
-	if c, ok := e.(ParamChecker); ok {
-		return c.CheckParams(env)
-	}
-	return nil
+	_, err := e.Spec().Args.bind(env)
+	return err
 }
 
 // Bounds of the parameter kinds. They are about what a value can mean,
@@ -184,22 +175,16 @@ func (r *paramReader) choice(key string, allowed ...string) string {
 	return v
 }
 
-// PayloadEstimator is implemented by experiments that carry real payload
-// bytes: PayloadBytesPerHost is the registered memory (source, destination
-// and scratch buffers) one host needs at the experiment's largest point,
-// 0 when every point elides the payload. env.Params must be valid
-// (CheckParams).
-type PayloadEstimator interface {
-	PayloadBytesPerHost(env *Env) uint64
-}
-
-// PayloadBytesPerHost is e's PayloadEstimator estimate, 0 for an
-// experiment that carries no real payload.
+// PayloadBytesPerHost is the registered memory (source, destination and
+// scratch buffers) one host needs at e's largest point (Typed.Payload): 0
+// when every point elides the payload, or when env.Params are not valid
+// (CheckParams says why).
 func PayloadBytesPerHost(e Experiment, env *Env) uint64 {
-	if p, ok := e.(PayloadEstimator); ok {
-		return p.PayloadBytesPerHost(env)
+	b, err := e.Spec().Args.bind(env)
+	if err != nil {
+		return 0
 	}
-	return 0
+	return b.payload
 }
 
 // collectiveBuffers is what one rank registers for a collective of

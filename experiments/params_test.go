@@ -14,16 +14,12 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// Every experiment checks its parameters up front (ParamChecker): its
+// Every experiment checks its parameters up front (Typed.Read): its
 // defaults pass at every size, and a nonsense value of any parameter is
 // refused naming exp.<key> and the allowed values.
 func TestCheckParamsEveryExperiment(t *testing.T) {
 	for _, n := range Names() {
 		e, _ := Lookup(n)
-		if _, ok := e.(ParamChecker); !ok {
-			t.Errorf("%s does not implement ParamChecker", n)
-			continue
-		}
 		cfg, err := config.Load("", e.ClusterSets())
 		if err != nil {
 			t.Fatal(err)
@@ -113,16 +109,19 @@ func TestExecuteFailedPoints(t *testing.T) {
 	}
 }
 
-// failingExp is an experiment whose run fails.
-type failingExp struct{ allreduceLoss }
-
-func (failingExp) Run(context.Context, *Env) (*Results, error) {
-	return nil, fmt.Errorf("the fabric caught fire")
+// failingExp is allreduce-loss with a run that fails.
+func failingExp() Experiment {
+	e, _ := Lookup("allreduce-loss")
+	s := *e.Spec()
+	s.Args = Typed[grid]{Read: transportGrid, Run: func(context.Context, *Env, grid) (*Results, error) {
+		return nil, fmt.Errorf("the fabric caught fire")
+	}}
+	return Of(&s)
 }
 
 // A run that fails leaves a manifest that says so, never "started".
 func TestExecuteRunErrorStatus(t *testing.T) {
-	e := failingExp{}
+	e := failingExp()
 	env := quickEnv(t, e)
 	dir := t.TempDir()
 	if _, err := Execute(context.Background(), e, env, dir, "test", nil, Manifest{Tool: "vcluster", Status: "started"}); err == nil {

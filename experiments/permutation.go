@@ -14,36 +14,27 @@ import (
 	"github.com/vcluster/vcluster/config"
 )
 
-func init() { Register(permutation{}) }
-
 // permutation is the TARGETS fabric fact "ECMP with one random path per
 // flow under a random permutation reaches only ~40–55% of line rate on
 // average; per-packet spraying reaches ~100%": every host sends to one
 // other host of a random permutation on the 2-tier Clos, RoCE with one QP
 // per flow on ECMP against MRC spraying.
-type permutation struct{}
-
-func (permutation) Name() string { return "permutation" }
-func (permutation) Title() string {
-	return "random permutation on a 2-tier Clos: ECMP (RoCE, 1 QP per flow) vs per-packet spraying (MRC)"
+func init() {
+	Register(&Spec{
+		Name:    "permutation",
+		Title:   "random permutation on a 2-tier Clos: ECMP (RoCE, 1 QP per flow) vs per-packet spraying (MRC)",
+		Targets: []string{"fabric facts"},
+		Cluster: paperCluster("fabric.preset=D"),
+		Params: []Param{
+			{Key: "bytes", Default: "16M", Doc: "bytes per flow (at 4 MiB one MRC flow's ramp-up alone costs ~13%: spraying measured 86.7%, so quick keeps 16M)"},
+			{Key: "trials", Default: "60", Quick: "20", Full: "200", Doc: "random permutations (each a derangement, drawn from the seed); the ECMP mean's spread over seeds shrinks as 1/√trials (3 trials: 44.6–60.5% over seeds 1–3)"},
+		},
+		Setup: permutationSetup,
+		Args:  Typed[permParams]{Read: readPerm, Run: runPerm},
+	})
 }
 
-// SerialReason implements Partitionable: permutation runs collectives or transfers
-// only, started between runs, so it can run partitioned.
-func (permutation) SerialReason() string { return "" }
-
-func (permutation) TargetRows() []string { return []string{"fabric facts"} }
-func (permutation) ClusterSets() []string {
-	return paperCluster("fabric.preset=D")
-}
-func (permutation) Params() []Param {
-	return []Param{
-		{Key: "bytes", Default: "16M", Doc: "bytes per flow (at 4 MiB one MRC flow's ramp-up alone costs ~13%: spraying measured 86.7%, so quick keeps 16M)"},
-		{Key: "trials", Default: "60", Quick: "20", Full: "200", Doc: "random permutations (each a derangement, drawn from the seed); the ECMP mean's spread over seeds shrinks as 1/√trials (3 trials: 44.6–60.5% over seeds 1–3)"},
-	}
-}
-func (permutation) Describe() string {
-	return `Cluster D: one 400G plane, 4 T0 × 4 hosts, 4 T1 (non-blocking: each
+const permutationSetup = `Cluster D: one 400G plane, 4 T0 × 4 hosts, 4 T1 (non-blocking: each
 T0 has four 400G uplinks for four 400G hosts). A trial draws a random
 derangement π of the hosts (seeded) and starts every flow h → π(h) at once,
 exp.bytes each, one QP per flow. ECMP: RoCE (go-back-N, DCQCN) with ECMP
@@ -57,7 +48,6 @@ here (line rate less its headers and ramp-up), so the ratio is what the
 permutation's path collisions cost, which is what the fabric fact is
 about (its "line rate" is a link's capacity in a model without headers).
 The table shows both: % of the 400G line rate and % of the lone flow.`
-}
 
 // permTrial runs the flows src → dst (every one at once, size bytes
 // each, one QP per flow) and returns each flow's goodput as a fraction
@@ -127,28 +117,25 @@ func derangement(r *rand.Rand, n int) []int {
 	}
 }
 
-// params reads permutation's parameters.
-func (permutation) params(env *Env) (size uint64, trials int, err error) {
+// permParams are permutation's parameters: bytes per flow and the
+// number of random permutations.
+type permParams struct {
+	size   uint64
+	trials int
+}
+
+func readPerm(env *Env) (permParams, error) {
 	r := newParamReader(env)
-	size = r.size("bytes")
-	trials = r.integer("trials", 1, 1000, "")
+	size := r.size("bytes")
+	trials := r.integer("trials", 1, 1000, "")
 	if env.Config.Fabric.Hosts < 2 {
 		r.errs = append(r.errs, fmt.Errorf("permutation needs ≥ 2 hosts (fabric.hosts = %d)", env.Config.Fabric.Hosts))
 	}
-	return size, trials, r.err()
+	return permParams{size, trials}, r.err()
 }
 
-// CheckParams implements ParamChecker.
-func (x permutation) CheckParams(env *Env) error {
-	_, _, err := x.params(env)
-	return err
-}
-
-func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
-	size, trials, err := x.params(env)
-	if err != nil {
-		return nil, err
-	}
+func runPerm(ctx context.Context, env *Env, p permParams) (*Results, error) {
+	size, trials := p.size, p.trials
 	variants := []struct {
 		name, short string
 		sets        []string
@@ -163,7 +150,7 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 	}
 	hosts := env.Config.Fabric.Hosts
 	lone := [][2]int{{0, hosts - 1}}
-	res := &Results{Columns: []string{"forwarding", "trial", "src", "dst", "bytes", "fraction_of_line_rate", "fraction_of_lone_flow"}}
+	res := &Results{}
 	pl := Plot{Name: "flow_fraction_cdf", Title: fmt.Sprintf("random permutation, %d hosts, %s per flow: per-flow goodput (sorted)", hosts, collectives.FormatBytes(size)),
 		XLabel: "flows, sorted by goodput (fraction of all flows)", YLabel: "goodput (% of host line rate)"}
 	var tb bytes.Buffer
@@ -198,7 +185,7 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 			}
 			var sum float64
 			for a, f := range fr {
-				res.Rows = append(res.Rows, []string{v.short, strconv.Itoa(t), strconv.Itoa(a), strconv.Itoa(p[a]), strconv.FormatUint(size, 10), f4(f), f4(f / pv.lone)})
+				res.Row(C("forwarding", v.short), C("trial", strconv.Itoa(t)), C("src", strconv.Itoa(a)), C("dst", strconv.Itoa(p[a])), C("bytes", strconv.FormatUint(size, 10)), C("fraction_of_line_rate", f4(f)), C("fraction_of_lone_flow", f4(f/pv.lone)))
 				sum += f
 			}
 			tm := sum / float64(len(fr)) / pv.lone
@@ -234,14 +221,14 @@ func (x permutation) Run(ctx context.Context, env *Env) (*Results, error) {
 	res.Notes = fmt.Sprintf("%d random permutations of %d hosts, %s per flow. \"Of the lone flow\" divides by the goodput of one flow of the same transport alone on the fabric (host 0 → host %d): the path collisions' cost, without the transport's headers and ramp-up. "+
 		"The fluid model is the collisions' cost alone (max-min rates of the flows on uniformly random T1s); on this 16-host fabric a fifth of the flows stay under their T0 and 4 T1s give few collisions, so it lies above the published range, which comes from larger fabrics.",
 		trials, hosts, collectives.FormatBytes(size), hosts-1)
-	res.Checks = x.checks(out["ecmp"].mean, out["ecmp"].lone, out["ecmp"].worst, out["spray"].mean, out["spray"].lone, out["spray"].worst, out["ecmp"].trialLo, out["ecmp"].trialHi, trials, fluidText)
+	res.Checks = permChecks(out["ecmp"].mean, out["ecmp"].lone, out["ecmp"].worst, out["spray"].mean, out["spray"].lone, out["spray"].worst, out["ecmp"].trialLo, out["ecmp"].trialHi, trials, fluidText)
 	return res, nil
 }
 
 // checks test the fabric fact as published. Values are each variant's
 // mean per-flow goodput over every trial as a percentage of a lone flow
 // of the same transport (see Describe).
-func (permutation) checks(ecmp, ecmpLone, ecmpWorst, spray, sprayLone, sprayWorst, trialLo, trialHi float64, trials int, fluid string) []Check {
+func permChecks(ecmp, ecmpLone, ecmpWorst, spray, sprayLone, sprayWorst, trialLo, trialHi float64, trials int, fluid string) []Check {
 	return []Check{
 		bandCheck("fabric facts", "random permutation, ECMP one path per flow: mean per-flow goodput ~40–55% of line rate (of a lone flow of the same transport: line rate less headers)",
 			"ECMP with one random path per flow reaches only ~40–55% of line rate on average",

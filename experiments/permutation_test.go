@@ -36,7 +36,8 @@ func TestMaxMin(t *testing.T) {
 // 200 derangements, one draw each) gave 69.7%; a fabric of one T0 has no
 // collisions.
 func TestPermFluid(t *testing.T) {
-	cfg, err := config.Load("", permutation{}.ClusterSets())
+	e, _ := Lookup("permutation")
+	cfg, err := config.Load("", e.ClusterSets())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 	for _, s := range r.Before {
 		fmt.Fprintf(&md, "## %s\n\n%s\n\n", s.Title, s.Body)
 	}
-	fmt.Fprintf(&md, "## Setup\n\n%s\n\n## Results\n\n```\n%s```\n\n", e.Describe(), r.Table)
+	fmt.Fprintf(&md, "## Setup\n\n%s\n\n## Results\n\n```\n%s```\n\n", e.Spec().Setup, r.Table)
 	if r.Notes != "" {
 		fmt.Fprintf(&md, "%s\n\n", r.Notes)
 	}

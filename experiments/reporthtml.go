@@ -222,7 +222,7 @@ func reportHTML(e Experiment, env *Env, r *Results, head string, svgs map[string
 	for _, s := range r.Before {
 		fmt.Fprintf(&h, "<h2>%s</h2>\n%s", esc(s.Title), markdownHTML(s.Body))
 	}
-	fmt.Fprintf(&h, "<h2>Setup</h2>\n%s<h2>Results</h2>\n", markdownHTML(e.Describe()))
+	fmt.Fprintf(&h, "<h2>Setup</h2>\n%s<h2>Results</h2>\n", markdownHTML(e.Spec().Setup))
 	writeTable(&h, "results", r.Columns, r.Rows, nil, nil)
 	if r.Table != "" {
 		fmt.Fprintf(&h, "<details><summary>the same as text, with the experiment's own layout</summary>\n<pre>%s</pre>\n</details>\n", esc(r.Table))
