@@ -15,6 +15,7 @@ import (
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // FabricOptions derives the fabric's options from a validated config: one
@@ -140,7 +141,7 @@ func scaleECN(topo *fabric.Topology, c config.Config) error {
 		ecn := ecnAt(e, rate, rtt, frame)
 		if ecn.Kmax > buf && err == nil {
 			err = fmt.Errorf("fabric.queue.bufferBytes: must be ≥ %d, the Kmax of fabric.queue.ecn.preset %q at %s (base RTT %v), got %d",
-				ecn.Kmax, e.Preset, config.FormatSpeed(rate), rtt, buf)
+				ecn.Kmax, e.Preset, units.FormatSpeed(rate), rtt, buf)
 		}
 		return ecn
 	})
@@ -169,7 +170,7 @@ func (c *Cluster) ECNSummary() string {
 		if p.ECN.Enabled {
 			m = fmt.Sprintf("Kmin %d B, Kmax %d B, Pmax %g", p.ECN.Kmin, p.ECN.Kmax, p.ECN.Pmax)
 		}
-		parts = append(parts, fmt.Sprintf("%s at %s %s", role, config.FormatSpeed(p.RateBps), m))
+		parts = append(parts, fmt.Sprintf("%s at %s %s", role, units.FormatSpeed(p.RateBps), m))
 	}
 	name := e.Preset
 	if c.Config.Fabric.Queue.ECN.Preset == config.ECNAuto {

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vcluster/vcluster/units"
 )
 
 // The size, range, operation and workload parsers read command-line flags
@@ -39,19 +41,19 @@ func FuzzParseBytes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		b, err := ParseBytes(s)
+		b, err := units.ParseBytes(s)
 		if err != nil {
 			return
 		}
 		want, ok := digitsTimesUnit(s)
 		if b == 0 {
-			t.Fatalf("ParseBytes(%q) accepted 0", s)
+			t.Fatalf("units.ParseBytes(%q) accepted 0", s)
 		}
 		if !ok || want.Uint64() != b {
-			t.Fatalf("ParseBytes(%q) = %d, but it says %v (overflow must be an error)", s, b, want)
+			t.Fatalf("units.ParseBytes(%q) = %d, but it says %v (overflow must be an error)", s, b, want)
 		}
-		if back, err := ParseBytes(FormatBytes(b)); err != nil || back != b {
-			t.Fatalf("ParseBytes(%q) = %d, FormatBytes gives %q, which parses to %d, %v", s, b, FormatBytes(b), back, err)
+		if back, err := units.ParseBytes(units.FormatBytes(b)); err != nil || back != b {
+			t.Fatalf("units.ParseBytes(%q) = %d, FormatBytes gives %q, which parses to %d, %v", s, b, units.FormatBytes(b), back, err)
 		}
 	})
 }
@@ -70,10 +72,10 @@ func FuzzParseSizeRange(f *testing.F) {
 			return
 		}
 		parts := strings.Split(s, ":")
-		a, _ := ParseSize(parts[0])
+		a, _ := units.ParseSize(parts[0])
 		b := a
 		if len(parts) > 1 {
-			b, _ = ParseSize(parts[1])
+			b, _ = units.ParseSize(parts[1])
 		}
 		if r.Min != a || r.Max != b || a == 0 || b < a || r.Factor < 2 || r.Factor > MaxSizeFactor {
 			t.Fatalf("ParseSizeRange(%q) = %+v: not the min %d, max %d written, or a factor out of [2, %d]", s, r, a, b, MaxSizeFactor)
@@ -158,12 +160,12 @@ func FuzzParseWorkload(f *testing.F) {
 // max is ≥ 2^63 doubled past it to 0 and never ended.
 func TestParseBytesOverflowRefused(t *testing.T) {
 	for _, s := range []string{"17179869184G", "18446744073709551616", "16777216T", "18014398509481984K"} {
-		if b, err := ParseBytes(s); err == nil {
-			t.Errorf("ParseBytes(%q) = %d, want an error", s, b)
+		if b, err := units.ParseBytes(s); err == nil {
+			t.Errorf("units.ParseBytes(%q) = %d, want an error", s, b)
 		}
 	}
-	if b, err := ParseBytes("17179869183G"); err != nil || b != 17179869183<<30 {
-		t.Errorf("ParseBytes(17179869183G) = %d, %v", b, err)
+	if b, err := units.ParseBytes("17179869183G"); err != nil || b != 17179869183<<30 {
+		t.Errorf("units.ParseBytes(17179869183G) = %d, %v", b, err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
@@ -204,7 +203,7 @@ func (m *Comm) runOn(a *Algorithm, groups [][]int, size uint64, o RunOptions) (R
 	case Broadcast:
 		res.Root = o.Root
 	}
-	label := fmt.Sprintf("%s %s %s", a.Op, a.Name, FormatBytes(size))
+	label := fmt.Sprintf("%s %s %s", a.Op, a.Name, units.FormatBytes(size))
 	var total sim.Time
 	iters := o.Warmup + o.Iters
 	for it := 0; it < iters; it++ {
@@ -319,38 +318,6 @@ func (r SizeRange) Sizes() []uint64 { return SizesBy(r.Min, r.Max, r.Factor) }
 // typo than meant.
 const MaxSizeFactor = 1024
 
-// ParseSize reads a size: digits with an optional binary unit K, M, G or
-// T (or KiB … TiB, or a trailing B): 1M = 1048576. 0 is a size; more than
-// 2^64 bytes is not.
-func ParseSize(s string) (uint64, error) {
-	if v, ok := parseSize(s, "KMGT"); ok {
-		return v, nil
-	}
-	return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 1G, 1T)", s)
-}
-
-// ParseBytes reads a message size as ParseSize does, with units up to G,
-// and refuses 0: units.ParseBytes.
-func ParseBytes(s string) (uint64, error) { return units.ParseBytes(s) }
-
-// parseSize reads digits with an optional unit from units (K = 2^10, M =
-// 2^20, … in that order), refusing a value past 2^64.
-func parseSize(s, units string) (uint64, bool) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	shift := uint(0)
-	if t != "" {
-		if i := strings.IndexByte(units, t[len(t)-1]); i >= 0 {
-			shift = 10 * uint(i+1)
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || v > math.MaxUint64>>shift {
-		return 0, false
-	}
-	return v << shift, true
-}
-
 // ParseSizeRange reads "min:max:factor", "min:max" (factor 2) or one
 // size (min = max): sizes as ParseSize reads them, at least 1, max ≥ min;
 // factor an integer in [2, MaxSizeFactor]. The error names the part that
@@ -369,7 +336,7 @@ func ParseSizeRange(s string) (SizeRange, error) {
 		name, text string
 		v          *uint64
 	}{{"min", lo, &r.Min}, {"max", hi, &r.Max}} {
-		v, err := ParseSize(b.text)
+		v, err := units.ParseSize(b.text)
 		if err != nil {
 			return SizeRange{}, fmt.Errorf("size range %q: %s: %v", s, b.name, err)
 		}
@@ -379,7 +346,7 @@ func ParseSizeRange(s string) (SizeRange, error) {
 		*b.v = v
 	}
 	if r.Max < r.Min {
-		return SizeRange{}, fmt.Errorf("size range %q: max %s is below min %s", s, FormatBytes(r.Max), FormatBytes(r.Min))
+		return SizeRange{}, fmt.Errorf("size range %q: max %s is below min %s", s, units.FormatBytes(r.Max), units.FormatBytes(r.Min))
 	}
 	r.Factor = 2
 	if len(parts) == 3 {
@@ -395,19 +362,6 @@ func ParseSizeRange(s string) (SizeRange, error) {
 		r.Factor = f
 	}
 	return r, nil
-}
-
-// FormatBytes prints a size with a binary unit when exact (1M, 256K).
-func FormatBytes(b uint64) string {
-	for _, u := range []struct {
-		s string
-		v uint64
-	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if b >= u.v && b%u.v == 0 {
-			return fmt.Sprintf("%d%s", b/u.v, u.s)
-		}
-	}
-	return fmt.Sprintf("%dB", b)
 }
 
 // InPlaceNote is the table's line on nccl-tests' in-place column group,

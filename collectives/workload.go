@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // WorkItem is one collective of a training iteration: op with algorithm
@@ -20,7 +21,7 @@ type WorkItem struct {
 }
 
 func (w WorkItem) String() string {
-	s := fmt.Sprintf("%s:%s:%s", w.Op, w.Algo, FormatBytes(w.Bytes))
+	s := fmt.Sprintf("%s:%s:%s", w.Op, w.Algo, units.FormatBytes(w.Bytes))
 	if w.Group > 0 {
 		s += "@" + strconv.Itoa(w.Group)
 	}
@@ -44,7 +45,7 @@ func ParseWorkload(s string) ([]WorkItem, error) {
 			return nil, err
 		}
 		size, group, _ := strings.Cut(parts[2], "@")
-		b, err := ParseBytes(size)
+		b, err := units.ParseBytes(size)
 		if err != nil {
 			return nil, err
 		}

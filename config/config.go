@@ -33,6 +33,7 @@ import (
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/roce"
+	unit "github.com/vcluster/vcluster/units"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -167,7 +168,7 @@ type FabricConfig struct {
 	T1PerPlane int `mapstructure:"t1PerPlane" yaml:"t1PerPlane" json:"t1PerPlane"`
 	// K is the fat-tree arity (fattree only), even, 4..64.
 	K int `mapstructure:"k" yaml:"k" json:"k"`
-	// HostLinkSpeed is the host-T0 link speed, e.g. "100G" (see ParseSpeed).
+	// HostLinkSpeed is the host-T0 link speed, e.g. "100G" (see units.ParseSpeed).
 	HostLinkSpeed string `mapstructure:"hostLinkSpeed" yaml:"hostLinkSpeed" json:"hostLinkSpeed"`
 	// FabricLinkSpeed is the T0-T1 (fat-tree edge-agg and agg-core) speed.
 	FabricLinkSpeed string `mapstructure:"fabricLinkSpeed" yaml:"fabricLinkSpeed" json:"fabricLinkSpeed"`
@@ -618,7 +619,7 @@ func (p PFCConfig) Headroom(rateBps uint64, delay time.Duration) int {
 func (r RunConfig) RunDuration() time.Duration { return durationOrZero(r.Duration) }
 
 func speedOrZero(s string) uint64 {
-	v, err := ParseSpeed(s)
+	v, err := unit.ParseSpeed(s)
 	if err != nil {
 		return 0
 	}

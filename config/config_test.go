@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	unit "github.com/vcluster/vcluster/units"
 )
 
 // writeYAML writes content to a temporary config file and returns its path.
@@ -307,22 +309,22 @@ func TestParseSpeed(t *testing.T) {
 		"999b/s":         999,
 	}
 	for in, want := range good {
-		got, err := ParseSpeed(in)
+		got, err := unit.ParseSpeed(in)
 		if err != nil || got != want {
-			t.Errorf("ParseSpeed(%q) = %d, %v; want %d", in, got, err, want)
+			t.Errorf("unit.ParseSpeed(%q) = %d, %v; want %d", in, got, err, want)
 		}
 		if want != 0 {
-			if back, err := ParseSpeed(FormatSpeed(want)); err != nil || back != want {
-				t.Errorf("ParseSpeed(FormatSpeed(%d) = %q) = %d, %v", want, FormatSpeed(want), back, err)
+			if back, err := unit.ParseSpeed(unit.FormatSpeed(want)); err != nil || back != want {
+				t.Errorf("unit.ParseSpeed(unit.FormatSpeed(%d) = %q) = %d, %v", want, unit.FormatSpeed(want), back, err)
 			}
 		}
 	}
-	if s := FormatSpeed(1.6e12); s != "1.6T" {
-		t.Errorf("FormatSpeed(1.6e12) = %q", s)
+	if s := unit.FormatSpeed(1.6e12); s != "1.6T" {
+		t.Errorf("unit.FormatSpeed(1.6e12) = %q", s)
 	}
 	for _, in := range []string{"", "fast", "G", "-100G", "1.2.3G", "1e9", "100X", "1.5", "0.5bps", "99999999999T", "100 Gigabit", "100", "0", "10000000000"} {
-		if got, err := ParseSpeed(in); err == nil {
-			t.Errorf("ParseSpeed(%q) = %d, want an error", in, got)
+		if got, err := unit.ParseSpeed(in); err == nil {
+			t.Errorf("unit.ParseSpeed(%q) = %d, want an error", in, got)
 		}
 	}
 }

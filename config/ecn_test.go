@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	unit "github.com/vcluster/vcluster/units"
 )
 
 // Each preset's thresholds at 100G, 400G and 800G, worked by hand from the
@@ -31,7 +33,7 @@ func TestECNPresetThresholds(t *testing.T) {
 		}
 		for i, r := range rates {
 			if got := e.Thresholds(r, rtt, pkt); got != want[name][i] {
-				t.Errorf("%s at %s: %v, want %v", name, FormatSpeed(r), got, want[name][i])
+				t.Errorf("%s at %s: %v, want %v", name, unit.FormatSpeed(r), got, want[name][i])
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	unit "github.com/vcluster/vcluster/units"
 )
 
 // The config parsers must never panic, and a config they accept must be
@@ -129,24 +131,24 @@ func FuzzParseSpeed(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		bps, err := ParseSpeed(s)
+		bps, err := unit.ParseSpeed(s)
 		if err != nil {
 			return
 		}
-		back, err := ParseSpeed(FormatSpeed(bps))
+		back, err := unit.ParseSpeed(unit.FormatSpeed(bps))
 		if err != nil || back != bps {
-			t.Fatalf("ParseSpeed(%q) = %d, but FormatSpeed gives %q, which parses to %d, %v", s, bps, FormatSpeed(bps), back, err)
+			t.Fatalf("unit.ParseSpeed(%q) = %d, but FormatSpeed gives %q, which parses to %d, %v", s, bps, unit.FormatSpeed(bps), back, err)
 		}
 		// The range rule is the same whether a speed is written as the
 		// user wrote it or as FormatSpeed prints it.
 		_, e1 := Load("", []string{"fabric.hostLinkSpeed=" + s, "fabric.fabricLinkSpeed=" + s})
-		_, e2 := Load("", []string{"fabric.hostLinkSpeed=" + FormatSpeed(bps), "fabric.fabricLinkSpeed=" + FormatSpeed(bps)})
+		_, e2 := Load("", []string{"fabric.hostLinkSpeed=" + unit.FormatSpeed(bps), "fabric.fabricLinkSpeed=" + unit.FormatSpeed(bps)})
 		inRange := bps >= MinLinkBps && bps <= MaxLinkBps
 		if strings.ContainsAny(s, ",") {
 			return // a list separator: --set would not pass it whole
 		}
 		if (e1 == nil) != inRange || (e2 == nil) != inRange {
-			t.Fatalf("speed %q = %d bit/s (in range: %v): loading it: %v; loading %q: %v", s, bps, inRange, e1, FormatSpeed(bps), e2)
+			t.Fatalf("speed %q = %d bit/s (in range: %v): loading it: %v; loading %q: %v", s, bps, inRange, e1, unit.FormatSpeed(bps), e2)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
+	unit "github.com/vcluster/vcluster/units"
 )
 
 // FieldError is one problem with one config field. Its message is
@@ -121,18 +122,18 @@ func (v *validator) oneOf(path, x string, allowed ...string) bool {
 }
 
 func (v *validator) speed(path, s string) {
-	v.rule(path, "speed", fmt.Sprintf("%s..%s, with a unit", FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)))
-	bps, err := ParseSpeed(s)
+	v.rule(path, "speed", fmt.Sprintf("%s..%s, with a unit", unit.FormatSpeed(MinLinkBps), unit.FormatSpeed(MaxLinkBps)))
+	bps, err := unit.ParseSpeed(s)
 	if err != nil {
 		if hint := unitHint(s, "G"); hint != "" {
-			v.add(path, fmt.Sprintf("%q has no unit; did you mean %s? (a speed is %s..%s)", s, hint, FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)), nil)
+			v.add(path, fmt.Sprintf("%q has no unit; did you mean %s? (a speed is %s..%s)", s, hint, unit.FormatSpeed(MinLinkBps), unit.FormatSpeed(MaxLinkBps)), nil)
 			return
 		}
-		v.add(path, fmt.Sprintf(`must be a speed like "100G", "400Gbps" or "25000M", %s..%s`, FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)), s)
+		v.add(path, fmt.Sprintf(`must be a speed like "100G", "400Gbps" or "25000M", %s..%s`, unit.FormatSpeed(MinLinkBps), unit.FormatSpeed(MaxLinkBps)), s)
 		return
 	}
 	if bps < MinLinkBps || bps > MaxLinkBps {
-		v.add(path, fmt.Sprintf("must be %s..%s", FormatSpeed(MinLinkBps), FormatSpeed(MaxLinkBps)), s)
+		v.add(path, fmt.Sprintf("must be %s..%s", unit.FormatSpeed(MinLinkBps), unit.FormatSpeed(MaxLinkBps)), s)
 	}
 }
 
@@ -140,15 +141,15 @@ func (v *validator) speed(path, s string) {
 // most likely meant: a count of bits/s from 1M up in its shortest form
 // ("25000000000" → "25G"), anything smaller with unit appended ("100" →
 // "100G"). It returns "" when s is not a bare number.
-func unitHint(s, unit string) string {
+func unitHint(s, suffix string) string {
 	s = strings.TrimSpace(s)
-	if !isDecimal(s) {
+	if !unit.IsDecimal(s) {
 		return ""
 	}
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil && n >= MinLinkBps && unit == "G" {
-		return FormatSpeed(n)
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil && n >= MinLinkBps && suffix == "G" {
+		return unit.FormatSpeed(n)
 	}
-	return s + unit
+	return s + suffix
 }
 
 // duration parses a Go duration, saying so when a bare number has no unit.
@@ -599,7 +600,7 @@ func (q *QueueConfig) validate(v *validator, mtu int, mtuOK bool, rates []uint64
 					continue
 				}
 				if t := e.Thresholds(r, 0, 0); t.KmaxBytes > buf {
-					v.add("fabric.queue.bufferBytes", fmt.Sprintf("must be ≥ %d, the Kmax of fabric.queue.ecn.preset %q at %s (or choose another preset)", t.KmaxBytes, e.Preset, FormatSpeed(r)), buf)
+					v.add("fabric.queue.bufferBytes", fmt.Sprintf("must be ≥ %d, the Kmax of fabric.queue.ecn.preset %q at %s (or choose another preset)", t.KmaxBytes, e.Preset, unit.FormatSpeed(r)), buf)
 				}
 			}
 		}

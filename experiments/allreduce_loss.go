@@ -12,6 +12,7 @@ import (
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/units"
 )
 
 // allreduceLoss is TARGETS T2/T3: ring all-reduce over one MRC QP (uSID,
@@ -104,7 +105,7 @@ grid:
 				cell := &arCell{v: v, size: size, loss: loss}
 				label := fmt.Sprintf("%s, loss %s", v.name, pct(loss))
 				if len(sizes) > 1 {
-					label = collectives.FormatBytes(size) + ", " + label
+					label = units.FormatBytes(size) + ", " + label
 				}
 				env.Point(len(cells), n, label)
 				c, err := env.NewCluster(cfg)
@@ -138,7 +139,7 @@ grid:
 				if interrupted(ctx) {
 					break grid
 				}
-				env.logf("allreduce-loss: %-12s loss %-6g size %-5s busbw %6.2f GB/s %v\n", v.name, loss, collectives.FormatBytes(size), cell.res.BusBW, errText(cell.err))
+				env.logf("allreduce-loss: %-12s loss %-6g size %-5s busbw %6.2f GB/s %v\n", v.name, loss, units.FormatBytes(size), cell.res.BusBW, errText(cell.err))
 				cells = append(cells, cell)
 			}
 		}
@@ -164,7 +165,7 @@ grid:
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "transport\tfabric\tsize\t%s\n", transportColumns(nic))
-	plotp := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("ring all-reduce %s over %d ranks: busbw vs loss", collectives.FormatBytes(largest), ranks),
+	plotp := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("ring all-reduce %s over %d ranks: busbw vs loss", units.FormatBytes(largest), ranks),
 		XLabel: lossAxis, YLabel: "busbw (GB/s)", XLabels: lossTicks(losses)}
 	var sizePlots []Plot // one per loss, when more than one size ran
 	if len(sizes) > 1 {
@@ -178,7 +179,7 @@ grid:
 			p := Plot{Name: name, Title: fmt.Sprintf("ring all-reduce over %d ranks, loss %s: busbw vs size", ranks, pct(l)),
 				XLabel: "all-reduce size (bytes)", YLabel: "busbw (GB/s)"}
 			for _, z := range sizes {
-				p.XLabels = append(p.XLabels, collectives.FormatBytes(z))
+				p.XLabels = append(p.XLabels, units.FormatBytes(z))
 			}
 			sizePlots = append(sizePlots, p)
 		}
@@ -189,15 +190,15 @@ grid:
 		result := c.res.Check
 		if c.err != nil {
 			result = "FAILED: " + c.err.Error()
-			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s, loss %s (%v)", c.v.name, collectives.FormatBytes(c.size), pct(c.loss), c.err))
+			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s, loss %s (%v)", c.v.name, units.FormatBytes(c.size), pct(c.loss), c.err))
 		} else if c.res.Check == collectives.CheckSkipped {
 			result = "payload elided"
 		} else if c.res.Check == collectives.CheckOK {
 			result = "bytes verified"
 		}
 		keep := keepOf(c)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), busbw(c), c.frac, keep, result))
-		res.Row(C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("size", collectives.FormatBytes(c.size)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(busbw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep)), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.v.name, c.v.fabric, units.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), busbw(c), c.frac, keep, result))
+		res.Row(C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("size", units.FormatBytes(c.size)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(busbw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep)), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric))
 		if !slices.Contains(order, c.v.name) {
 			order = append(order, c.v.name)
 		}
@@ -241,7 +242,7 @@ grid:
 				atBase[c.v.name] = base[key{c.size, c.v.name}]
 			}
 		}
-		res.Checks = append(res.Checks, arChecks(collectives.FormatBytes(z), at, atBase, g.roceQPs)...)
+		res.Checks = append(res.Checks, arChecks(units.FormatBytes(z), at, atBase, g.roceQPs)...)
 	}
 	return res, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/units"
 )
 
 // alltoall is TARGETS T4: pairwise all-to-all over one MRC QP against
@@ -214,7 +215,7 @@ grid:
 					cell := &a2aCell{coll: co.name, v: v, size: size, loss: loss}
 					label := fmt.Sprintf("%s, %s, loss %s", co.name, v.name, pct(loss))
 					if len(sizes) > 1 {
-						label = collectives.FormatBytes(size) + ", " + label
+						label = units.FormatBytes(size) + ", " + label
 					}
 					env.Point(len(cells), n, label)
 					var o collOut
@@ -224,7 +225,7 @@ grid:
 						break grid
 					}
 					cell.frac = cell.res.BusBW / nic
-					env.logf("alltoall: %-15s %-12s %-5s loss %-6g busbw %6.2f GB/s %v\n", co.name, v.name, collectives.FormatBytes(size), loss, cell.res.BusBW, errText(cell.err))
+					env.logf("alltoall: %-15s %-12s %-5s loss %-6g busbw %6.2f GB/s %v\n", co.name, v.name, units.FormatBytes(size), loss, cell.res.BusBW, errText(cell.err))
 					cells = append(cells, cell)
 				}
 			}
@@ -236,7 +237,7 @@ grid:
 		}
 		return c.res.BusBW
 	}
-	bkey := func(c *a2aCell) string { return c.coll + "/" + c.v.name + "/" + collectives.FormatBytes(c.size) }
+	bkey := func(c *a2aCell) string { return c.coll + "/" + c.v.name + "/" + units.FormatBytes(c.size) }
 	base := map[string]float64{}
 	for _, c := range cells {
 		if c.loss == 0 {
@@ -256,9 +257,9 @@ grid:
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "collective\ttransport\tfabric\tsize\t%s\ttimeouts\tretransmissions\n", transportColumns(nic))
-	pl := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("all-to-all (and ring all-reduce) %s over %d ranks: busbw vs loss", collectives.FormatBytes(largest), ranks),
+	pl := Plot{Name: "busbw_vs_loss", Title: fmt.Sprintf("all-to-all (and ring all-reduce) %s over %d ranks: busbw vs loss", units.FormatBytes(largest), ranks),
 		XLabel: lossAxis, YLabel: "busbw (GB/s)", XLabels: lossTicks(losses)}
-	kp := Plot{Name: "kept_vs_loss", Title: fmt.Sprintf("%s: busbw kept vs loss-free, all-to-all vs ring all-reduce", collectives.FormatBytes(largest)),
+	kp := Plot{Name: "kept_vs_loss", Title: fmt.Sprintf("%s: busbw kept vs loss-free, all-to-all vs ring all-reduce", units.FormatBytes(largest)),
 		XLabel: lossAxis, YLabel: "busbw kept of the loss-free busbw (%)", XLabels: lossTicks(losses)}
 	series, kseries := map[string]*Series{}, map[string]*Series{}
 	var order []string
@@ -268,14 +269,14 @@ grid:
 		switch {
 		case c.err != nil:
 			result = "FAILED: " + c.err.Error()
-			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s, %s, loss %s (%v)", c.coll, c.v.name, collectives.FormatBytes(c.size), pct(c.loss), c.err))
+			res.Failed = append(res.Failed, fmt.Sprintf("%s, %s, %s, loss %s (%v)", c.coll, c.v.name, units.FormatBytes(c.size), pct(c.loss), c.err))
 		case c.res.Check == collectives.CheckSkipped:
 			result = "payload elided"
 		case c.res.Check == collectives.CheckOK:
 			result = "bytes verified"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.coll, c.v.name, c.v.fabric, collectives.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result), c.timeouts, c.retx)
-		res.Row(C("collective", c.coll), C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(bw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep(c))), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric), C("size", collectives.FormatBytes(c.size)), C("formula_busbw_GBps", ""), C("timeouts", strconv.FormatUint(c.timeouts, 10)), C("retransmissions", strconv.FormatUint(c.retx, 10)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.coll, c.v.name, c.v.fabric, units.FormatBytes(c.size), transportCells(c.loss, int64(c.res.TimeNs), bw(c), c.frac, keep(c), result), c.timeouts, c.retx)
+		res.Row(C("collective", c.coll), C("transport", c.v.name), C("qps", strconv.Itoa(c.v.qps)), C("loss", strconv.FormatFloat(c.loss, 'g', -1, 64)), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(c.res.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(c.res.TimeNs), 10)), C("algbw_GBps", f4(c.res.AlgBW)), C("busbw_GBps", f4(bw(c))), C("fraction_of_nic", f4(c.frac)), C("vs_no_loss", f4(keep(c))), C("check", c.res.Check), C("error", errText(c.err)), C("fabric", c.v.fabric), C("size", units.FormatBytes(c.size)), C("formula_busbw_GBps", ""), C("timeouts", strconv.FormatUint(c.timeouts, 10)), C("retransmissions", strconv.FormatUint(c.retx, 10)))
 		if c.size != largest {
 			continue
 		}
@@ -349,7 +350,7 @@ func a2aChecks(p a2aParams, get func(string, uint64, bool, int, float64) *a2aCel
 			break
 		}
 		best, bq := 0.0, 0
-		d := fmt.Sprintf("%s: MRC %.2f GB/s", collectives.FormatBytes(z), bw(m0))
+		d := fmt.Sprintf("%s: MRC %.2f GB/s", units.FormatBytes(z), bw(m0))
 		for _, q := range p.roceQPs {
 			r := get(A2A, z, false, q, 0)
 			d += fmt.Sprintf(", RoCE %d %.2f", q, bw(r))
@@ -372,7 +373,7 @@ func a2aChecks(p a2aParams, get func(string, uint64, bool, int, float64) *a2aCel
 		cs = append(cs, bandCheck("T4", claimEvery, "MRC beats RoCE at every size", bandBeats, worst, detail))
 	}
 	for _, z := range p.sizes {
-		sz := collectives.FormatBytes(z) + ", "
+		sz := units.FormatBytes(z) + ", "
 		claim := sz + "no loss: RoCE 16 QPs slightly worse than 1 QP (busbw RoCE 16 / RoCE 1)"
 		r1, r16 := get(A2A, z, false, 1, 0), get(A2A, z, false, 16, 0)
 		if r1 == nil || r16 == nil {
@@ -409,14 +410,14 @@ func a2aScaling(ctx context.Context, env *Env, p a2aParams, res *Results, first,
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ranks\tT0s per plane\ttime (µs)\tbusbw (GB/s)\tformula time (µs)\tformula busbw (GB/s)\tof formula (%%)\tα (µs)\tresult\n")
-	pl := Plot{Name: "a2a_scaling", Title: fmt.Sprintf("pairwise all-to-all %s, MRC 1 QP, no loss: busbw vs ranks", collectives.FormatBytes(p.scaleSize)),
+	pl := Plot{Name: "a2a_scaling", Title: fmt.Sprintf("pairwise all-to-all %s, MRC 1 QP, no loss: busbw vs ranks", units.FormatBytes(p.scaleSize)),
 		XLabel: "ranks (count)", YLabel: "busbw (GB/s)"}
 	meas, form := Series{Name: "MRC, measured"}, Series{Name: "formula (P−1)α + (P−1)/P · S/B"}
 	for i, ranks := range p.scaleRanks {
 		if interrupted(ctx) {
 			break
 		}
-		env.Point(first+i, n, fmt.Sprintf("scaling: all-to-all %s, MRC, %d ranks", collectives.FormatBytes(p.scaleSize), ranks))
+		env.Point(first+i, n, fmt.Sprintf("scaling: all-to-all %s, MRC, %d ranks", units.FormatBytes(p.scaleSize), ranks))
 		cfg, err := override(env.Config, append(mrcSets(1, p.scaleSets[i]...), "transport.payload=elided"))
 		if err != nil {
 			return fmt.Errorf("scaling, %d ranks: %w", ranks, err)
@@ -447,7 +448,7 @@ func a2aScaling(ctx context.Context, env *Env, p a2aParams, res *Results, first,
 		env.logf("alltoall: scaling %4d ranks  busbw %6.2f GB/s, formula %6.2f GB/s %v\n", got, busbw, fb, errText(err))
 		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%s\n", ranks, cfg.Fabric.T0PerPlane, float64(r.TimeNs)/1e3, busbw,
 			float64(ft)/1e3, fb, 100*busbw/fb, alpha.Seconds()*1e6, result)
-		res.Row(C("collective", "all-to-all scaling"), C("transport", "MRC, 1 QP"), C("qps", "1"), C("loss", "0"), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(r.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(r.TimeNs), 10)), C("algbw_GBps", f4(r.AlgBW)), C("busbw_GBps", f4(busbw)), C("fraction_of_nic", f4(busbw*1e9/nic)), C("vs_no_loss", ""), C("check", r.Check), C("error", errText(err)), C("fabric", fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled)), C("size", collectives.FormatBytes(p.scaleSize)), C("formula_busbw_GBps", f4(fb)), C("timeouts", strconv.FormatUint(o.timeouts, 10)), C("retransmissions", strconv.FormatUint(o.retx, 10)))
+		res.Row(C("collective", "all-to-all scaling"), C("transport", "MRC, 1 QP"), C("qps", "1"), C("loss", "0"), C("ranks", strconv.Itoa(ranks)), C("bytes", strconv.FormatUint(r.Bytes, 10)), C("time_ns", strconv.FormatInt(int64(r.TimeNs), 10)), C("algbw_GBps", f4(r.AlgBW)), C("busbw_GBps", f4(busbw)), C("fraction_of_nic", f4(busbw*1e9/nic)), C("vs_no_loss", ""), C("check", r.Check), C("error", errText(err)), C("fabric", fabricCell(cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Queue.PFC.Enabled)), C("size", units.FormatBytes(p.scaleSize)), C("formula_busbw_GBps", f4(fb)), C("timeouts", strconv.FormatUint(o.timeouts, 10)), C("retransmissions", strconv.FormatUint(o.retx, 10)))
 		meas.X, meas.Y = append(meas.X, float64(ranks)), append(meas.Y, busbw)
 		form.X, form.Y = append(form.X, float64(ranks)), append(form.Y, fb)
 	}
@@ -458,6 +459,6 @@ func a2aScaling(ctx context.Context, env *Env, p a2aParams, res *Results, first,
 		"on the cluster's T0/T1 shape with T0s added per rank count, beside TARGETS' formula T = (P−1)α + (P−1)/P · S/B "+
 		"(α = a tiny all-to-all's time per step at the same rank count, one float32 per rank, as collectives' formula test measures it; "+
 		"B = the NIC's line rate, so the formula ignores headers, ≈ 3%%; busbw = S/T · (P−1)/P). It is not a check: no published claim is about it. "+
-		"Pairwise ends every step when the rank's own write has completed (MPI_Sendrecv, issue #17: without it, steps overlapped without bound at 64–128 ranks and busbw fell to a quarter of the formula); the rest of the gap is a step's round trip beyond α and store-and-forward (docs/collectives.md, \"Pairwise all-to-all at scale\").\n\n```\n%s```\n\n", collectives.FormatBytes(p.scaleSize), tb.String())
+		"Pairwise ends every step when the rank's own write has completed (MPI_Sendrecv, issue #17: without it, steps overlapped without bound at 64–128 ranks and busbw fell to a quarter of the formula); the rest of the gap is a step's round trip beyond α and store-and-forward (docs/collectives.md, \"Pairwise all-to-all at scale\").\n\n```\n%s```\n\n", units.FormatBytes(p.scaleSize), tb.String())
 	return nil
 }

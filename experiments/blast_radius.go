@@ -15,6 +15,7 @@ import (
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/faults"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // blastRadius is TARGETS T8: how much of the job's throughput one fault
@@ -85,7 +86,7 @@ func parseTopos(s string) ([]brTopo, error) {
 		f = strings.TrimSpace(f)
 		p, sp, ok := strings.Cut(f, "x")
 		n, err := strconv.Atoi(p)
-		_, serr := config.ParseSpeed(sp)
+		_, serr := units.ParseSpeed(sp)
 		if !ok || err != nil || n < 1 || n > 16 || serr != nil {
 			return nil, fmt.Errorf("topology %q: must be PLANESxSPEED with 1 to 16 planes and a link speed, e.g. 8x100G", f)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/faults"
+	"github.com/vcluster/vcluster/units"
 )
 
 // startFlow writes bytes from host src to host dst, split evenly over the
@@ -140,7 +141,7 @@ func transportGrid(env *Env) (grid, error) {
 		sets: mrcSets(1, hostSets...)}}
 	rf := fabricCell(f.Planes, f.HostLinkSpeed, f.Queue.PFC.Enabled)
 	if g.roceFabric == roceFabricPaper {
-		rf = fabricCell(1, config.FormatSpeed(uint64(max(f.Planes, 1))*f.HostLinkBps()), true)
+		rf = fabricCell(1, units.FormatSpeed(uint64(max(f.Planes, 1))*f.HostLinkBps()), true)
 	}
 	for _, q := range g.roceQPs {
 		g.vs = append(g.vs, arVariant{name: fmt.Sprintf("RoCE, %d QP%s", q, plural(q)), qps: q, fabric: rf,

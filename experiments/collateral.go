@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // collateral is TARGETS T5: on cluster D (one 400G plane) a cross-T1 7:1
@@ -265,7 +265,7 @@ func coReport(cells []*coCell, n int, each uint64, incastAt, interval, dipWindow
 		samples = max(samples, len(c.victim))
 	}
 	bin := time.Duration(max(1, (samples+plotPoints-1)/plotPoints)) * interval
-	tp := Plot{Name: "victim_throughput", Title: fmt.Sprintf("victim %d → 1 next to a %d:1 incast into 0 (%s each, from %s; mean per %s)", vsrc, n, collectives.FormatBytes(each), durText(incastAt), durText(bin)),
+	tp := Plot{Name: "victim_throughput", Title: fmt.Sprintf("victim %d → 1 next to a %d:1 incast into 0 (%s each, from %s; mean per %s)", vsrc, n, units.FormatBytes(each), durText(incastAt), durText(bin)),
 		XLabel: "virtual time (µs)", YLabel: "victim throughput into its NIC (Gb/s)",
 		Marks: []Mark{{X: float64(incastAt.Nanoseconds()) / 1e3, Label: "incast starts"}}}
 	var tb bytes.Buffer

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/faults"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // failover is TARGETS T7: the busiest T0–T1 link of a transfer's active
@@ -115,7 +115,7 @@ func runFo(ctx context.Context, env *Env, prm foParams) (*Results, error) {
 	}
 	var logb bytes.Buffer // events.jsonl: the faults recorder's entries of every cell
 	res := &Results{}
-	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("%s host 0 → last host, busiest T0–T1 link cut at %s", collectives.FormatBytes(size), durText(cutAt)),
+	tp := Plot{Name: "throughput_over_time", Title: fmt.Sprintf("%s host 0 → last host, busiest T0–T1 link cut at %s", units.FormatBytes(size), durText(cutAt)),
 		XLabel: "virtual time (µs)", YLabel: "received at the destination NIC (Gb/s)",
 		Marks: []Mark{{X: float64(cutAt.Nanoseconds()) / 1e3, Label: "link cut"}}}
 	for ci, cell := range cells {

@@ -13,6 +13,7 @@ import (
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/faults"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -333,7 +334,7 @@ func runFl(ctx context.Context, env *Env, p flParams) (*Results, error) {
 	}
 	res.Notes = fmt.Sprintf("Flapping: %s, %d flap-downs in all (four links, down %s once in every %s period, starting up to %s into it) between %s and %s. "+
 		"The faults event log (events.jsonl) has %d entries. Job: ring all-reduce of %s over %d ranks, repeated until %s; payload %s.",
-		strings.Join(fl.targets, ", "), total, durText(p.flapDown), durText(p.flapPeriod), durText(p.flapJitter), durText(flapAt), durText(time.Duration(flapEnd)), fl.entries, collectives.FormatBytes(size), n, durText(time.Duration(end)), payload)
+		strings.Join(fl.targets, ", "), total, durText(p.flapDown), durText(p.flapPeriod), durText(p.flapJitter), durText(flapAt), durText(time.Duration(flapEnd)), fl.entries, units.FormatBytes(size), n, durText(time.Duration(end)), payload)
 	res.Files = []File{{Name: "events.jsonl", Data: fl.log}}
 	res.Plots = flPlots(base, fl, interval, flapAt, flapEnd, size, n)
 	res.Checks = flChecks(base, fl, ratio, payload)
@@ -356,7 +357,7 @@ func flPlots(base, fl *flOut, interval, flapAt time.Duration, flapEnd sim.Time, 
 		}
 		tp.Series = append(tp.Series, s)
 	}
-	ip := Plot{Name: "busbw_per_iteration", Title: fmt.Sprintf("busbw of each %s all-reduce iteration, four T0–T1 links flapping", collectives.FormatBytes(size)),
+	ip := Plot{Name: "busbw_per_iteration", Title: fmt.Sprintf("busbw of each %s all-reduce iteration, four T0–T1 links flapping", units.FormatBytes(size)),
 		XLabel: "iteration end, virtual time (ms)", YLabel: "busbw (GB/s)", Marks: marks()}
 	for i, o := range []*flOut{base, fl} {
 		s := Series{Name: [2]string{"no faults", "four links flapping"}[i]}

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/vcluster/vcluster/collectives"
+	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 // p2p is TARGETS T1: one-way latency of a 2-byte write within one T0 and
@@ -90,7 +91,7 @@ func p2pOnce(env *Env, cfg config.Config, a, b int, length, w uint64, events *ui
 		return 0, 0, 0, fmt.Errorf("h%d→h%d: bytes differ", a, b)
 	}
 	line := float64(cfg.Fabric.HostLinkBps()) * float64(cfg.Fabric.Planes)
-	if cfg.Transport.Kind == config.TransportRoCE {
+	if k, _ := cluster.LookupTransport(cfg.Transport.Kind); k.SinglePlane { // one plane per QP
 		line = float64(cfg.Fabric.HostLinkBps()) * float64(min(len(ps), cfg.Fabric.Planes))
 	}
 	return tr.RecvImmAt - tr.Start, tr.GoodputBps(), line, nil
@@ -125,7 +126,7 @@ func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
 	row := func(v p2pVariant, path string, to int, measure string, w uint64, measured ...Cell) {
 		res.Row(append([]Cell{C("transport", v.name).Show("transport", v.name), C("path", path).Show("path", path),
 			C("from", "0"), C("to", strconv.Itoa(to)), C("measure", measure).Show("measure", measure),
-			C("write_bytes", strconv.FormatUint(w, 10)).Show("write (bytes)", collectives.FormatBytes(w))}, measured...)...)
+			C("write_bytes", strconv.FormatUint(w, 10)).Show("write (bytes)", units.FormatBytes(w))}, measured...)...)
 	}
 	type key struct{ v, path string }
 	lat := map[key]sim.Time{}
@@ -160,7 +161,7 @@ func runP2P(ctx context.Context, env *Env, p p2pParams) (*Results, error) {
 			frac[k] = map[uint64]float64{}
 			s := Series{Name: v.name + ", " + pth.name}
 			for _, w := range writes {
-				env.Point(point, points, fmt.Sprintf("%s %s, %s writes", v.name, pth.name, collectives.FormatBytes(w)))
+				env.Point(point, points, fmt.Sprintf("%s %s, %s writes", v.name, pth.name, units.FormatBytes(w)))
 				point++
 				_, g, line, err := p2pOnce(env, cfg, 0, pth.to, max(stream, w), w, &res.Events)
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/units"
 )
 
 // The RoCE fabric of the transport comparisons (TARGETS T2–T4). The paper
@@ -53,8 +54,8 @@ func paperRoCESets(base config.Config, mode string) []string {
 	p := uint64(max(f.Planes, 1))
 	return []string{
 		"fabric.planes=1",
-		"fabric.hostLinkSpeed=" + config.FormatSpeed(p*f.HostLinkBps()),
-		"fabric.fabricLinkSpeed=" + config.FormatSpeed(p*f.FabricLinkBps()),
+		"fabric.hostLinkSpeed=" + units.FormatSpeed(p*f.HostLinkBps()),
+		"fabric.fabricLinkSpeed=" + units.FormatSpeed(p*f.FabricLinkBps()),
 		"fabric.queue.pfc.enabled=true",
 	}
 }
@@ -87,7 +88,7 @@ func (r *paramReader) hosts(key string, base config.Config) (sets []string, host
 func roceFabricText(mode string, base config.Config) string {
 	f := base.Fabric
 	if mode == roceFabricPaper {
-		return fmt.Sprintf("RoCE on one %s plane (the NIC's %d × %s) with PFC, as published", config.FormatSpeed(uint64(max(f.Planes, 1))*f.HostLinkBps()), f.Planes, f.HostLinkSpeed)
+		return fmt.Sprintf("RoCE on one %s plane (the NIC's %d × %s) with PFC, as published", units.FormatSpeed(uint64(max(f.Planes, 1))*f.HostLinkBps()), f.Planes, f.HostLinkSpeed)
 	}
 	return fmt.Sprintf("RoCE on MRC's %d × %s planes (one QP is one flow on one plane; published: one 400G plane)", f.Planes, f.HostLinkSpeed)
 }

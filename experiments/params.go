@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcluster/vcluster/collectives"
-	"github.com/vcluster/vcluster/faults"
+	"github.com/vcluster/vcluster/units"
 )
 
 // CheckParams reads env.Params for e as its run will (Spec.Args), running
@@ -62,7 +61,7 @@ const bytesRange = "a size in [1, 1T] bytes (e.g. 4096, 64K, 1M, 1G, 1T)"
 // parseParamBytes reads one size (collectives.ParseSize: K, M, G or T,
 // powers of 1024) in [1, 1T].
 func parseParamBytes(s string) (uint64, bool) {
-	v, err := collectives.ParseSize(s)
+	v, err := units.ParseSize(s)
 	if err != nil || v == 0 || v > maxParamBytes {
 		return 0, false
 	}
@@ -146,7 +145,7 @@ func (r *paramReader) integers(key string, lo, hi int) []int {
 // duration reads a virtual-time duration in (0, 1h], or [0, 1h] with
 // zeroOK.
 func (r *paramReader) duration(key string, zeroOK bool) time.Duration {
-	d, err := faults.ParseDuration(r.p[key])
+	d, err := units.ParseDuration(r.p[key])
 	lo := "(0"
 	if zeroOK {
 		lo = "[0"

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/vcluster/vcluster/cluster"
-	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/units"
 )
 
 // permutation is the TARGETS fabric fact "ECMP with one random path per
@@ -151,7 +151,7 @@ func runPerm(ctx context.Context, env *Env, p permParams) (*Results, error) {
 	hosts := env.Config.Fabric.Hosts
 	lone := [][2]int{{0, hosts - 1}}
 	res := &Results{}
-	pl := Plot{Name: "flow_fraction_cdf", Title: fmt.Sprintf("random permutation, %d hosts, %s per flow: per-flow goodput (sorted)", hosts, collectives.FormatBytes(size)),
+	pl := Plot{Name: "flow_fraction_cdf", Title: fmt.Sprintf("random permutation, %d hosts, %s per flow: per-flow goodput (sorted)", hosts, units.FormatBytes(size)),
 		XLabel: "flows, sorted by goodput (fraction of all flows)", YLabel: "goodput (% of host line rate)"}
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 2, 4, 2, ' ', 0)
@@ -220,7 +220,7 @@ func runPerm(ctx context.Context, env *Env, p permParams) (*Results, error) {
 	res.Table += fmt.Sprintf("\nfluid max-min model of ECMP on the same permutations (%d uniformly random T1 choices each, no transport): mean per-flow rate %s of line rate\n", permFluidSamples, fluidText)
 	res.Notes = fmt.Sprintf("%d random permutations of %d hosts, %s per flow. \"Of the lone flow\" divides by the goodput of one flow of the same transport alone on the fabric (host 0 → host %d): the path collisions' cost, without the transport's headers and ramp-up. "+
 		"The fluid model is the collisions' cost alone (max-min rates of the flows on uniformly random T1s); on this 16-host fabric a fifth of the flows stay under their T0 and 4 T1s give few collisions, so it lies above the published range, which comes from larger fabrics.",
-		trials, hosts, collectives.FormatBytes(size), hosts-1)
+		trials, hosts, units.FormatBytes(size), hosts-1)
 	res.Checks = permChecks(out["ecmp"].mean, out["ecmp"].lone, out["ecmp"].worst, out["spray"].mean, out["spray"].lone, out["spray"].worst, out["ecmp"].trialLo, out["ecmp"].trialHi, trials, fluidText)
 	return res, nil
 }

@@ -150,27 +150,6 @@ func FuzzParseSelector(f *testing.F) {
 	})
 }
 
-// FuzzParseDuration: ParseDuration never panics and reads back what
-// time.Duration prints.
-func FuzzParseDuration(f *testing.F) {
-	for _, s := range []string{"0", "", "300us", "1.5ms", "2s", "-5ms", "1h2m3.5s", "100ns", "5µs", "9223372036854775807ns", "1e3ms", "NaN", ".inf"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDuration(s)
-		if err != nil {
-			if d != 0 {
-				t.Fatalf("%q: error %v with %v", s, err, d)
-			}
-			return
-		}
-		back, err := ParseDuration(d.String())
-		if err != nil || back != d {
-			t.Fatalf("%q = %v prints %q, which reads %v (%v)", s, d, d.String(), back, err)
-		}
-	})
-}
-
 type countDev struct{ n int }
 
 func (c *countDev) Ingress(p *fabric.Packet, in *fabric.Port) { c.n++ }

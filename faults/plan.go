@@ -290,7 +290,7 @@ func parseEvent(source string, idx int, n *yaml.Node) (*Event, Errors) {
 		case "name":
 			ev.Name = v.Value
 		case "at", "start":
-			d, err := ParseDuration(v.Value)
+			d, err := units.ParseDuration(v.Value)
 			if err != nil {
 				bad(v, "%s: %v", k.Value, err)
 			} else if d < 0 {
@@ -298,7 +298,7 @@ func parseEvent(source string, idx int, n *yaml.Node) (*Event, Errors) {
 			}
 			ev.At = d
 		case "duration":
-			d, err := ParseDuration(v.Value)
+			d, err := units.ParseDuration(v.Value)
 			if err != nil {
 				bad(v, "duration: %v", err)
 			} else if d < 0 {
@@ -369,10 +369,6 @@ func (ev *Event) paramErrors(source string) Errors {
 // eventKeys are the keys an event takes.
 var eventKeys = map[string]struct{}{"name": {}, "at": {}, "start": {}, "duration": {}, "kind": {}, "target": {}, "params": {}}
 
-// ParseDuration parses a Go duration ("300us", "1.5ms", "2s"); a bare 0 is
-// allowed: units.ParseDuration.
-func ParseDuration(s string) (time.Duration, error) { return units.ParseDuration(s) }
-
 type paramErr struct{ key, msg string }
 
 // intRange is the allowed range of each integer parameter.
@@ -403,7 +399,7 @@ func checkParams(ev *Event) []paramErr {
 		switch k {
 		case "period", "jitter", "down", "delay", "boot", "interval":
 			var d time.Duration
-			d, err = ParseDuration(v)
+			d, err = units.ParseDuration(v)
 			switch {
 			case err != nil:
 			case k == "period" && d < MinFlapPeriod:
@@ -567,7 +563,7 @@ func (ev *Event) dur(k string, def time.Duration) time.Duration {
 	if !ok {
 		return def
 	}
-	d, _ := ParseDuration(v)
+	d, _ := units.ParseDuration(v)
 	return d
 }
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/internal/memprobe"
+	"github.com/vcluster/vcluster/units"
 	"github.com/vcluster/vcluster/wallclock"
 )
 
@@ -34,7 +34,7 @@ counted, every miss overlapped. Compare it with bench clusterB.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var regions []uint64
 			for _, s := range sizes {
-				b, err := collectives.ParseSize(s) // checked when parsed: cannot fail
+				b, err := units.ParseSize(s) // checked when parsed: cannot fail
 				if err != nil {
 					return usageError(fmt.Errorf("--sizes: %v", err))
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/units"
 )
 
 func init() { extraCommands = append(extraCommands, newCollectiveCmd) }
@@ -243,7 +244,7 @@ when interrupted (the complete rows are printed first).`,
 
 		fmt.Fprintf(w, "# vcluster collective: %d ranks, %s, %d QP(s) per peer, %d plane(s) × %s, forwarding %s, payload %s, chunk %s, seed %d\n",
 			m.Size(), cfg.Transport.Kind, m.Channels(), cfg.Fabric.Planes, cfg.Fabric.HostLinkSpeed, cfg.Fabric.Forwarding, cfg.Transport.Payload,
-			collectives.FormatBytes(chunk), cfg.Seed)
+			units.FormatBytes(chunk), cfg.Seed)
 		if check == "on" && !m.RealPayload() {
 			fmt.Fprintln(w, "# check: skipped — the payload is elided, there are no bytes to verify")
 		}
@@ -262,7 +263,7 @@ when interrupted (the complete rows are printed first).`,
 		fmt.Fprintf(w, "# %s, algorithm %s: %s\n", op, alg.Name, alg.Doc)
 		ro := collectives.RunOptions{Iters: iters, Warmup: warmup, Root: root, Deadline: sim.Time(deadline),
 			Before: func(i, n int, size uint64) {
-				obs.Step(i, n, collectives.FormatBytes(size))
+				obs.Step(i, n, units.FormatBytes(size))
 			}}
 		rs, err := m.Sweep(alg, sr.Sizes(), ro)
 		where := obs.where()

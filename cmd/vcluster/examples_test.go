@@ -13,6 +13,7 @@ import (
 	"github.com/vcluster/vcluster/collectives"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/faults"
+	"github.com/vcluster/vcluster/units"
 )
 
 const examplesDir = "../../examples"
@@ -95,7 +96,7 @@ func checkRun(t *testing.T, root string, args []string) {
 	switch args[0] {
 	case "topo":
 		want := f.Topology + ", " + strconv.Itoa(f.Planes) + " plane(s), forwarding " + f.Forwarding
-		if !strings.Contains(out, "topology   "+want+"\n") || !strings.Contains(out, config.FormatSpeed(f.HostLinkBps())) {
+		if !strings.Contains(out, "topology   "+want+"\n") || !strings.Contains(out, units.FormatSpeed(f.HostLinkBps())) {
 			t.Errorf("topo does not print the config's fabric (%s, %s):\n%s", want, f.HostLinkSpeed, out)
 		}
 	case "ping":
@@ -116,7 +117,7 @@ func checkRun(t *testing.T, root string, args []string) {
 			}
 			f = c.Fabric
 		}
-		if m[1] != strconv.Itoa(f.Planes) || m[2] != config.FormatSpeed(f.HostLinkBps()) || m[3] != f.Forwarding {
+		if m[1] != strconv.Itoa(f.Planes) || m[2] != units.FormatSpeed(f.HostLinkBps()) || m[3] != f.Forwarding {
 			t.Errorf("collective ran on %s plane(s) × %s, %s; the config says %d × %s, %s", m[1], m[2], m[3], f.Planes, f.HostLinkSpeed, f.Forwarding)
 		}
 	case "drill":

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vcluster/vcluster/collectives"
+	"github.com/vcluster/vcluster/units"
 )
 
 // Every numeric flag of every command has a range, checked when the flag
@@ -154,7 +155,7 @@ func listOf(c flagCheck) flagCheck {
 func sizeIn(lo, hi uint64) flagCheck {
 	allowed := fmt.Sprintf("a size in [%s, %s] (bytes, or with K, M, G, T: powers of 1024)", fmtBytes(lo), fmtBytes(hi))
 	return flagCheck{allowed, func(s string) error {
-		v, err := collectives.ParseSize(s)
+		v, err := units.ParseSize(s)
 		if err != nil {
 			return fmt.Errorf("%s is not a size (a whole number of bytes, or with K, M, G, T); must be %s", s, allowed)
 		}
@@ -211,7 +212,7 @@ func (b byteSize) String() string {
 }
 func (b byteSize) Type() string { return "bytes" }
 func (b byteSize) Set(s string) error {
-	v, err := collectives.ParseSize(s)
+	v, err := units.ParseSize(s)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/vcluster/vcluster/collectives"
+	"github.com/vcluster/vcluster/units"
 )
 
 // numericFlagTypes are the pflag types that hold numbers.
@@ -170,13 +169,13 @@ func TestFlagRanges(t *testing.T) {
 // Sizes take units (K, M, G, T are powers of 1024) and refuse overflow.
 func TestParseByteSize(t *testing.T) {
 	for s, want := range map[string]uint64{"4096": 4096, "64K": 64 << 10, "1M": 1 << 20, "16MiB": 16 << 20, "1G": 1 << 30, "1T": 1 << 40, "2tb": 2 << 40} {
-		if got, err := collectives.ParseSize(s); err != nil || got != want {
-			t.Errorf("collectives.ParseSize(%q) = %d, %v; want %d", s, got, err, want)
+		if got, err := units.ParseSize(s); err != nil || got != want {
+			t.Errorf("units.ParseSize(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
 	for _, s := range []string{"", "K", "-1", "1.5M", "1P", "18446744073709551616", "16777216T", "0x10"} {
-		if got, err := collectives.ParseSize(s); err == nil {
-			t.Errorf("collectives.ParseSize(%q) = %d, want an error", s, got)
+		if got, err := units.ParseSize(s); err == nil {
+			t.Errorf("units.ParseSize(%q) = %d, want an error", s, got)
 		}
 	}
 }
