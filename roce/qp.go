@@ -48,6 +48,11 @@ type QP struct {
 	// rethEvery is IRN's wire extension: every WRITE packet carries a
 	// RETH. Encode and Decode take it.
 	rethEvery bool
+	// rtoVaries: rel.rto() depends on what is in flight (IRN's RTO_low
+	// and RTO_high), so Send re-derives the deadline after every packet.
+	// Go-back-N's is fixed, and Send skips the interface call (11
+	// instructions per packet, BenchmarkRoCEPacket/gbn-*).
+	rtoVaries bool
 	// cc is the reaction point: DCQCN, TIMELY or line rate.
 	cc congestion
 
@@ -108,6 +113,7 @@ func New(cfg Config, mem *verbs.Memory, qpn uint32, seed uint64) *QP {
 	q.notifyCE = cfg.CC == CCDCQCN
 	if cfg.Reliability == IRN {
 		q.rel = newIRN(q)
+		q.rtoVaries = true
 	} else {
 		q.rel = &gbn{q: q}
 	}

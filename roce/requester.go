@@ -73,9 +73,8 @@ func (q *QP) Send(now int64, freePlanes uint32, buf []byte) (verbs.Tx, bool) {
 	q.cc.onSent(tx.WireLen)
 	if !q.rto.on {
 		q.armRTO(now)
-	} else {
-		// IRN: RTO_low or RTO_high by what is in flight now. (Go-back-N's
-		// timeout is fixed, so this rewrites the same deadline.)
+	} else if q.rtoVaries {
+		// IRN: RTO_low or RTO_high by what is in flight now.
 		q.rto.at = q.rto.from + q.rel.rto()
 	}
 	return tx, true
