@@ -103,25 +103,18 @@ func (q *QP) EVState(ev uint32) (EVState, error) {
 
 // DenyEV forbids ev (controller command): it leaves the active set and is
 // not probed. now is not needed: denial has no timer.
-func (q *QP) DenyEV(ev uint32) error {
-	i := q.evs.lookup(ev)
-	if i < 0 {
-		return ErrUnknownEV
-	}
-	q.evs.set(i, EVDenied, q.evs.clock, CauseDeny)
-	if debugInvariants {
-		q.assertInvariants()
-	}
-	return nil
-}
+func (q *QP) DenyEV(ev uint32) error { return q.commandEV(ev, EVDenied, CauseDeny) }
 
 // AllowEV returns ev to GOOD (controller command), whatever its state.
-func (q *QP) AllowEV(ev uint32) error {
+func (q *QP) AllowEV(ev uint32) error { return q.commandEV(ev, EVGood, CauseAllow) }
+
+// commandEV puts ev in state st for a controller command.
+func (q *QP) commandEV(ev uint32, st EVState, cause EVCause) error {
 	i := q.evs.lookup(ev)
 	if i < 0 {
 		return ErrUnknownEV
 	}
-	q.evs.set(i, EVGood, q.evs.clock, CauseAllow)
+	q.evs.set(i, st, q.evs.clock, cause)
 	if debugInvariants {
 		q.assertInvariants()
 	}

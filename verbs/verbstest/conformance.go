@@ -260,12 +260,7 @@ func (s *suite) remoteAccess(t *testing.T, badKey bool) {
 // B's memory; A completes them in posting order too.
 func (s *suite) writeImmOrder(t *testing.T, hooks func(p *Pair)) {
 	lens := []uint64{3 * s.mtu, 1, s.mtu, 2*s.mtu + 5, 17, 5 * s.mtu, s.mtu - 1, 2}
-	var total uint64
-	offs := make([]uint64, len(lens))
-	for i, n := range lens {
-		offs[i] = total
-		total += n
-	}
+	offs, total := offsets(lens)
 	p := s.pair(t, total, 0, 0)
 	if hooks != nil {
 		hooks(p)
@@ -307,12 +302,7 @@ func (s *suite) writeImmOrder(t *testing.T, hooks func(p *Pair)) {
 func (s *suite) completionOrder(t *testing.T) {
 	lens := []uint64{6 * s.mtu, 1, s.mtu, 10, 2 * s.mtu}
 	ops := []verbs.Opcode{verbs.OpWrite, verbs.OpWriteImm, verbs.OpWrite, verbs.OpWrite, verbs.OpWriteImm}
-	var total uint64
-	offs := make([]uint64, len(lens))
-	for i, n := range lens {
-		offs[i] = total
-		total += n
-	}
+	offs, total := offsets(lens)
 	p := s.pair(t, total, 0, 0)
 	p.Drop(func(pk *Packet) bool { return pk.Dir == AtoB && pk.DataSeq == 0 && pk.Attempt == 0 })
 	for i, n := range lens {
@@ -350,4 +340,15 @@ func wantComps(t *testing.T, got []verbs.Completion, want ...verbs.Completion) {
 			t.Errorf("completion %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
+}
+
+// offsets lays messages of lengths lens end to end: each one's offset, and
+// the total.
+func offsets(lens []uint64) (offs []uint64, total uint64) {
+	offs = make([]uint64, len(lens))
+	for i, n := range lens {
+		offs[i] = total
+		total += n
+	}
+	return offs, total
 }
