@@ -42,14 +42,14 @@ type Engine struct {
 	freeValid bool
 
 	// Endpoint, if set, receives the packets addressed to the reserved QP
-	// EndpointQPN that are not a port status update for this engine's
+	// verbs.EndpointQPN that are not a port status update for this engine's
 	// QPs (MRC's other endpoint operations: EV Probes).
 	Endpoint func(rx *verbs.Rx)
 	// OnLinkStatus, if set, hears which NIC ports' links are up after a
 	// change (after the transports were told and the peers sent updates).
 	OnLinkStatus func(upMask uint32)
 	// speakers counts the QPs that speak the port status exchange
-	// (verbs.PortStatusSpeaker): with any, EndpointQPN is open.
+	// (verbs.PortStatusSpeaker): with any, verbs.EndpointQPN is open.
 	speakers int
 	// endpointReq numbers endpoint requests (NextEndpointReqID).
 	endpointReq uint16
@@ -113,9 +113,6 @@ type EngineCounters struct {
 // FirstQPN is the first QP number AllocQPN hands out (0–0xff are reserved:
 // MRC uses QP 0x2 for endpoint operations).
 const FirstQPN = 0x100
-
-// EndpointQPN is the reserved QP of endpoint operations.
-const EndpointQPN = verbs.EndpointQPN
 
 type qpSlot struct {
 	t         verbs.Transport
@@ -401,7 +398,7 @@ func (e *Engine) tellPeers(up uint32) {
 	}
 }
 
-// endpointReceive handles a packet to EndpointQPN: a port status update
+// endpointReceive handles a packet to verbs.EndpointQPN: a port status update
 // goes to every speaking QP connected to its sender, anything else to
 // Endpoint.
 func (e *Engine) endpointReceive(rx *verbs.Rx) {
@@ -589,7 +586,7 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 	}
 	qpn, _ := verbs.DestQP(d[udp+udpLen:])
 	s := e.slot(qpn)
-	if s == nil && !(qpn == EndpointQPN && (e.Endpoint != nil || e.speakers > 0)) {
+	if s == nil && !(qpn == verbs.EndpointQPN && (e.Endpoint != nil || e.speakers > 0)) {
 		e.Counters.RxNoQP++
 		p.Release()
 		return

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/mrc"
+	"github.com/vcluster/vcluster/verbs"
 )
 
 // TestProbeFrameIsMRCEVProbe: a Clustermapper probe's UDP payload is an MRC
@@ -26,7 +27,7 @@ func TestProbeFrameIsMRCEVProbe(t *testing.T) {
 			t.Fatalf("UDP destination port %d", got)
 		}
 		bth, resp, e, err := mrc.DecodeEndpoint(p.Data[probePayload:])
-		if err != nil || resp || e.Op != mrc.EndpointEVProbe || bth.Opcode != mrc.OpEndpointReq || bth.DestQP != mrc.EndpointQPN {
+		if err != nil || resp || e.Op != mrc.EndpointEVProbe || bth.Opcode != mrc.OpEndpointReq || bth.DestQP != verbs.EndpointQPN {
 			t.Fatalf("probe payload: %+v %+v resp %v, %v", bth, e, resp, err)
 		}
 		back, ok := probeSeqOf(p)

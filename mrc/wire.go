@@ -55,10 +55,6 @@ const (
 // DefaultPKey is the partition key MRC packets carry.
 const DefaultPKey = 0xFFFF
 
-// EndpointQPN is the reserved destination QP of endpoint requests and
-// responses (node scope, not connection scope).
-const EndpointQPN = verbs.EndpointQPN
-
 // Path-feedback values of SETH.M.
 const (
 	PathNone       uint8 = 0 // no path feedback
@@ -557,7 +553,7 @@ func EncodeEndpoint(b []byte, bth BTH, resp bool, e EndpointHeader) (int, error)
 	if resp {
 		bth.Opcode = OpEndpointResp
 	}
-	bth.DestQP = EndpointQPN
+	bth.DestQP = verbs.EndpointQPN
 	bth.Put(b)
 	o := BTHLen
 	binary.BigEndian.PutUint16(b[o:], e.Op)
@@ -579,7 +575,7 @@ func DecodeEndpoint(b []byte) (bth BTH, resp bool, e EndpointHeader, err error) 
 		err = ErrOpcode
 		return
 	}
-	if bth.DestQP != EndpointQPN {
+	if bth.DestQP != verbs.EndpointQPN {
 		err = ErrField
 		return
 	}

@@ -173,10 +173,10 @@ func TestControlRoundTrip(t *testing.T) {
 		t.Fatalf("probe: %+v %v", pr, err)
 	}
 	bth, resp, e, err := DecodeEndpoint(p["portstatus"])
-	if err != nil || resp || bth.DestQP != EndpointQPN || e != (EndpointHeader{Op: EndpointPortStatus, ReqID: 77, PortStatusMask: 0b1011}) {
+	if err != nil || resp || bth.DestQP != verbs.EndpointQPN || e != (EndpointHeader{Op: EndpointPortStatus, ReqID: 77, PortStatusMask: 0b1011}) {
 		t.Fatalf("port status: %+v %v %+v %v", bth, resp, e, err)
 	}
-	if qp, _ := verbs.DestQP(p["portstatus"]); qp != EndpointQPN {
+	if qp, _ := verbs.DestQP(p["portstatus"]); qp != verbs.EndpointQPN {
 		t.Fatalf("endpoint dest QP %d", qp)
 	}
 	_, resp, e, err = DecodeEndpoint(p["eresp"])
