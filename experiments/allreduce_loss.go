@@ -20,7 +20,7 @@ import (
 // default on one 400G plane with PFC as published), with random loss on
 // every link.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "allreduce-loss",
 		Title:   "ring all-reduce, MRC 1 QP vs RoCE 1–16 QPs, under random loss",
 		Targets: []string{"T2", "T3"},

@@ -22,7 +22,7 @@ import (
 // all-reduce to compare loss tolerance; and MRC's all-to-all scaling from
 // 16 to 128 ranks beside the formula.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "alltoall",
 		Title:   "pairwise all-to-all, MRC 1 QP vs RoCE 1–16 QPs, under random loss (ring all-reduce beside it), and its scaling to 128 ranks",
 		Targets: []string{"T4"},

@@ -23,7 +23,7 @@ import (
 // 4 × 100G and one 800G plane. Every fault is a faults plan run by
 // faults.Drill under a steady shift workload.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "blast-radius",
 		Title:   "blast radius of one fault: capacity lost and nodes/planes touched, 8×100G vs 4×100G vs 1×800G",
 		Targets: []string{"T8"},

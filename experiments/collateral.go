@@ -23,7 +23,7 @@ import (
 // and 8 QPs per flow) and RoCE with PFC alone; the victim's throughput over
 // time.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "collateral",
 		Title:   "cross-T1 7:1 incast next to a victim flow: MRC vs RoCE+DCQCN (1, 8 QPs) vs PFC alone",
 		Targets: []string{"T5"},

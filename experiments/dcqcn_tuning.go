@@ -22,7 +22,7 @@ import (
 // PAUSE frames and the throughput shortfall at the bottleneck (the share
 // of its line rate left unused).
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "dcqcn-tuning",
 		Title:   "15:1 RoCE incast with PFC, one flow joining per interval: DCQCN default vs more vs most aggressive",
 		Targets: []string{"T6"},

@@ -1,5 +1,5 @@
 // Package experiments holds vcluster's named, reproducible experiments.
-// Each one is data, a Spec: the TARGETS.md rows it reproduces, its
+// Each one is data, an Experiment: the TARGETS.md rows it reproduces, its
 // cluster settings, its parameters (quick / default / full sizes, each
 // overridable with --set exp.<key>=value, read and checked in one place:
 // Typed.Read) and its run on the deterministic event loop, which returns

@@ -40,7 +40,7 @@ func interrupted(ctx context.Context) bool { return sim.Interrupted() || ctx.Err
 // whole report and returns a *FailedError; an interrupted run (sim.Interrupt,
 // ctx cancelled) writes status "interrupted" and what results it has, and
 // returns an error wrapping ErrInterrupted, whatever its points did.
-func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, before []Section, m Manifest) (*Results, error) {
+func Execute(ctx context.Context, e *Experiment, env *Env, dir, head string, before []Section, m Manifest) (*Results, error) {
 	if err := CheckParams(e, env); err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 	}
 	wall := wallclock.New()
 	r, err := RunSeeds(ctx, e, env)
-	m.Experiment, m.TargetRows, m.Size, m.Params = e.Name(), e.TargetRows(), env.Size, env.Params
+	m.Experiment, m.TargetRows, m.Size, m.Params = e.Name, e.Targets, env.Size, env.Params
 	m.Seed = env.Config.Seed
 	m.Seeds = env.seeds()
 	m.Parallel = env.Parallel
@@ -69,7 +69,7 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 			files, rerr := WriteReport(dir, e, env, r, head)
 			if rerr != nil {
 				_ = finish(StatusInterrupted)
-				return r, fmt.Errorf("%s: %w (and the partial report could not be written: %v)", e.Name(), ErrInterrupted, rerr)
+				return r, fmt.Errorf("%s: %w (and the partial report could not be written: %v)", e.Name, ErrInterrupted, rerr)
 			}
 			m.Files = append(m.Files, files...)
 			m.Events += r.Events
@@ -77,10 +77,10 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 		if werr := finish(StatusInterrupted); werr != nil {
 			return r, werr
 		}
-		return r, fmt.Errorf("%s: %w", e.Name(), ErrInterrupted)
+		return r, fmt.Errorf("%s: %w", e.Name, ErrInterrupted)
 	}
 	if err != nil {
-		err = fmt.Errorf("%s: %w", e.Name(), err)
+		err = fmt.Errorf("%s: %w", e.Name, err)
 		if werr := finish("failed: " + err.Error()); werr != nil {
 			return nil, errors.Join(err, werr)
 		}
@@ -97,11 +97,11 @@ func Execute(ctx context.Context, e Experiment, env *Env, dir, head string, befo
 	m.Files = append(m.Files, files...)
 	status := m.Status
 	if status == "" {
-		status = fmt.Sprintf("experiment %s (%s) ran; checks: %s", e.Name(), env.Size, verdicts(r))
+		status = fmt.Sprintf("experiment %s (%s) ran; checks: %s", e.Name, env.Size, verdicts(r))
 	}
 	var failed error
 	if len(r.Failed) > 0 {
-		fe := &FailedError{Experiment: e.Name(), Failed: r.Failed, Points: max(r.Points, len(r.Failed))}
+		fe := &FailedError{Experiment: e.Name, Failed: r.Failed, Points: max(r.Points, len(r.Failed))}
 		status, failed = "failed: "+fe.Error(), fe
 	}
 	if err := finish(status); err != nil {
@@ -164,7 +164,7 @@ func (e *Env) seeds() int { return max(e.Seeds, 1) }
 // the seeds (mergeChecks: the median of the seeds' values judged against
 // each claim's band). An error or an interrupt ends the runs: what the
 // completed seeds produced is returned with it.
-func RunSeeds(ctx context.Context, e Experiment, env *Env) (*Results, error) {
+func RunSeeds(ctx context.Context, e *Experiment, env *Env) (*Results, error) {
 	n := env.seeds()
 	var out *Results
 	var runs [][]Check
@@ -176,7 +176,7 @@ func RunSeeds(ctx context.Context, e Experiment, env *Env) (*Results, error) {
 		if n > 1 && env.Observer != nil {
 			ek.Observer = seedObserver{env.Observer, k, n, ek.Config.Seed}
 		}
-		r, err := e.Spec().run(ctx, &ek)
+		r, err := e.run(ctx, &ek)
 		if r != nil {
 			if !slices.Contains(r.Columns, SeedColumn) {
 				r.Columns = append(slices.Clip(r.Columns), SeedColumn)
@@ -281,7 +281,7 @@ func DecodeManifest(path string, b []byte) (Manifest, error) {
 // Replay checks that m records a finished experiment run that can be run
 // again and returns the experiment and the validated config. Every problem
 // is named by its manifest field.
-func (m Manifest) Replay() (Experiment, config.Config, error) {
+func (m Manifest) Replay() (*Experiment, config.Config, error) {
 	var errs []error
 	bad := func(path, reason string, v any) {
 		errs = append(errs, &config.FieldError{Path: path, Reason: reason, Value: v})
@@ -300,10 +300,10 @@ func (m Manifest) Replay() (Experiment, config.Config, error) {
 	}
 	if e != nil {
 		known := map[string]bool{}
-		for _, p := range e.Params() {
+		for _, p := range e.Params {
 			known[p.Key] = true
 			if _, ok := m.Params[p.Key]; !ok {
-				bad("params."+p.Key, "missing ("+e.Name()+" has this parameter)", nil)
+				bad("params."+p.Key, "missing ("+e.Name+" has this parameter)", nil)
 			}
 		}
 		var keys []string
@@ -313,7 +313,7 @@ func (m Manifest) Replay() (Experiment, config.Config, error) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			if !known[k] {
-				bad("params."+k, e.Name()+" has no such parameter", nil)
+				bad("params."+k, e.Name+" has no such parameter", nil)
 			}
 		}
 	}

@@ -40,12 +40,12 @@ func (p Param) Value(s Size) string {
 	return p.Default
 }
 
-// Spec is one experiment of the catalogue, as data: what it is called and
+// Experiment is one experiment of the catalogue, as data: what it is called and
 // reproduces, the cluster it runs on, its parameters and its run. Each
 // experiment's file registers one (Register, from init); docs/experiments.md
-// says how to add one. A Spec owns nothing of a run: every value a run
+// says how to add one. An Experiment owns nothing of a run: every value a run
 // produces is a function of the config, the parameters and the seed.
-type Spec struct {
+type Experiment struct {
 	// Name is the catalogue's name (`vcluster experiment <name>`), Title
 	// one line saying what it measures.
 	Name, Title string
@@ -64,7 +64,7 @@ type Spec struct {
 	Args Args
 }
 
-// Args is how a Spec reads, checks and runs with its parameters; Typed is
+// Args is how an Experiment reads, checks and runs with its parameters; Typed is
 // the one implementation.
 type Args interface {
 	// bind reads and checks env.Params (and what they need of env.Config)
@@ -111,41 +111,13 @@ func (t Typed[P]) bind(env *Env) (bound, error) {
 }
 
 // run reads s's parameters from env and runs one seed.
-func (s *Spec) run(ctx context.Context, env *Env) (*Results, error) {
+func (s *Experiment) run(ctx context.Context, env *Env) (*Results, error) {
 	b, err := s.Args.bind(env)
 	if err != nil {
 		return nil, err
 	}
 	return b.run(ctx, env)
 }
-
-// Experiment is a catalogued Spec as the command line holds it. It stays
-// an interface, with the Spec's fields as methods, only while cmd/vcluster
-// reads an experiment through them (and type-asserts it); Spec is the
-// experiment.
-type Experiment interface {
-	Name() string
-	Title() string
-	TargetRows() []string
-	ClusterSets() []string
-	Params() []Param
-	// Spec is the experiment itself.
-	Spec() *Spec
-}
-
-// entry is the Experiment of a Spec.
-type entry struct{ s *Spec }
-
-func (e entry) Name() string          { return e.s.Name }
-func (e entry) Title() string         { return e.s.Title }
-func (e entry) TargetRows() []string  { return e.s.Targets }
-func (e entry) ClusterSets() []string { return e.s.Cluster }
-func (e entry) Params() []Param       { return e.s.Params }
-func (e entry) Spec() *Spec           { return e.s }
-
-// Of is s as an Experiment, for Execute and WriteReport (a Spec need not
-// be registered to run: tests run their own).
-func Of(s *Spec) Experiment { return entry{s} }
 
 // Env is what a run gets: the resolved cluster config, the resolved
 // parameters and where to say how it is going (may be io.Discard).
@@ -180,13 +152,6 @@ func (e *Env) NewCluster(cfg config.Config) (*cluster.Cluster, error) {
 	}
 	return cluster.NewForWorkers(cfg, n)
 }
-
-// SerialReason returns why e cannot run partitioned: "" for every
-// experiment of the catalogue. Deprecated: kept only for cmd/vcluster's
-// --parallel checks, which can drop it (every experiment runs partitioned:
-// fault plans, the Clustermapper and samplers act as global events
-// between windows, cluster.Scheduler).
-func SerialReason(Experiment) string { return "" }
 
 // Observer follows a run for progress displays and metrics. Its methods
 // are called on the goroutine that runs the simulation, so they may read
@@ -360,11 +325,11 @@ func (r *Results) Passed() (bool, []string) {
 	return len(bad) == 0 && testable > 0 && len(r.Failed) == 0, bad
 }
 
-var registry = map[string]*Spec{}
+var registry = map[string]*Experiment{}
 
-// Register adds s to the catalogue (from init). A Spec without a name or
+// Register adds s to the catalogue (from init). An Experiment without a name or
 // Args, or with a parameter key twice, is a programming error: it panics.
-func Register(s *Spec) {
+func Register(s *Experiment) {
 	if err := s.valid(); err != nil {
 		panic("experiments: " + err.Error())
 	}
@@ -375,7 +340,7 @@ func Register(s *Spec) {
 }
 
 // valid checks what Register needs of s.
-func (s *Spec) valid() error {
+func (s *Experiment) valid() error {
 	if s.Name == "" || s.Args == nil {
 		return fmt.Errorf("experiment %q: want a Name and Args", s.Name)
 	}
@@ -396,12 +361,12 @@ var aliases = map[string]string{
 }
 
 // Lookup finds an experiment by name or alias.
-func Lookup(name string) (Experiment, error) {
+func Lookup(name string) (*Experiment, error) {
 	if s, ok := registry[name]; ok {
-		return entry{s}, nil
+		return s, nil
 	}
 	if s, ok := registry[aliases[name]]; ok {
-		return entry{s}, nil
+		return s, nil
 	}
 	return nil, fmt.Errorf("no experiment %q (have: %s)", name, strings.Join(Names(), ", "))
 }
@@ -433,9 +398,9 @@ const DefaultName = "allreduce-loss"
 
 // ResolveParams returns e's parameters at size s with overrides
 // (key=value, key without the "exp." prefix) applied; unknown keys are errors.
-func ResolveParams(e Experiment, s Size, overrides []string) (map[string]string, error) {
+func ResolveParams(e *Experiment, s Size, overrides []string) (map[string]string, error) {
 	p := map[string]string{}
-	for _, q := range e.Params() {
+	for _, q := range e.Params {
 		p[q.Key] = q.Value(s)
 	}
 	for _, kv := range overrides {
@@ -445,10 +410,10 @@ func ResolveParams(e Experiment, s Size, overrides []string) (map[string]string,
 		}
 		if _, known := p[k]; !known {
 			var keys []string
-			for _, q := range e.Params() {
+			for _, q := range e.Params {
 				keys = append(keys, "exp."+q.Key)
 			}
-			return nil, fmt.Errorf("exp.%s: %s has no such parameter (has: %s)", k, e.Name(), strings.Join(keys, ", "))
+			return nil, fmt.Errorf("exp.%s: %s has no such parameter (has: %s)", k, e.Name, strings.Join(keys, ", "))
 		}
 		p[k] = v
 	}

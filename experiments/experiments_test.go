@@ -17,9 +17,9 @@ import (
 	"github.com/vcluster/vcluster/config"
 )
 
-func quickEnv(t *testing.T, e Experiment, sets ...string) *Env {
+func quickEnv(t *testing.T, e *Experiment, sets ...string) *Env {
 	t.Helper()
-	cfg, err := config.Load("", e.ClusterSets())
+	cfg, err := config.Load("", e.Cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func (r *recorder) check(t *testing.T) {
 // catalogue entry (`experiment all` runs each experiment once).
 func TestAlias(t *testing.T) {
 	e, err := Lookup("loss-sweep")
-	if err != nil || e.Name() != "allreduce-loss" {
+	if err != nil || e.Name != "allreduce-loss" {
 		t.Fatalf("Lookup(loss-sweep) = %v, %v", e, err)
 	}
 	if slices.Contains(Names(), "loss-sweep") {
@@ -292,7 +292,7 @@ func TestManifestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, cfg, err := m.Replay()
-	if err != nil || got.Name() != e.Name() || !reflect.DeepEqual(cfg, env.Config) {
+	if err != nil || got.Name != e.Name || !reflect.DeepEqual(cfg, env.Config) {
 		t.Fatalf("Replay = %v, %+v, %v", got, cfg, err)
 	}
 	raw, _ := os.ReadFile(path)

@@ -19,7 +19,7 @@ import (
 // path is cut mid-transfer (a faults plan run by faults.Drill), MRC
 // against RoCE; receive throughput over time and time to bypass.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "failover",
 		Title:   "link on an active path cut mid-transfer: MRC bypass vs RoCE stall",
 		Targets: []string{"T7"},

@@ -22,7 +22,7 @@ import (
 // over every host — runs; job throughput before, during and after, against
 // the same job without faults.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "flapping",
 		Title:   "four T0–T1 links flapping under a running all-reduce job: throughput during and after, QP failures",
 		Targets: []string{"T9"},

@@ -81,13 +81,13 @@ func TestWriteIndex(t *testing.T) {
 }
 
 // fakeExperiment is an experiment for report tests: it runs nothing.
-var fakeExperiment = Of(&Spec{Name: "fake", Title: "a fake", Targets: []string{"T0"},
+var fakeExperiment = &Experiment{Name: "fake", Title: "a fake", Targets: []string{"T0"},
 	Setup:  "Setup with `code`, **bold**\n\n```\nraw & <pre>\n```\n\n- one\n- two",
 	Params: []Param{{Key: "k", Default: "1"}},
 	Args: Typed[struct{}]{
 		Read: func(*Env) (struct{}, error) { return struct{}{}, nil },
 		Run:  func(context.Context, *Env, struct{}) (*Results, error) { return nil, nil },
-	}})
+	}}
 
 // report.html from WriteReport: the prose rendered (no fence left, the
 // code block a <pre>), the results and checks as tables, one inline SVG

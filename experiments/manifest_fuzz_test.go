@@ -14,7 +14,7 @@ import (
 // the seed of the manifest fuzz corpus.
 func realManifest(t testing.TB) []byte {
 	e, _ := Lookup(DefaultName)
-	cfg, err := config.Load("", e.ClusterSets())
+	cfg, err := config.Load("", e.Cluster)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // p2p is TARGETS T1: one-way latency of a 2-byte write within one T0 and
 // across T1, and the goodput of a stream of w-byte writes.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "p2p",
 		Title:   "point-to-point latency (2 B) and write bandwidth, within one T0 and across T1",
 		Targets: []string{"T1"},

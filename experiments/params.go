@@ -12,12 +12,12 @@ import (
 	"github.com/vcluster/vcluster/units"
 )
 
-// CheckParams reads env.Params for e as its run will (Spec.Args), running
+// CheckParams reads env.Params for e as its run will (Experiment.Args), running
 // nothing, so the CLI can refuse a bad exp.* value before it creates the
 // report directory; every bad parameter is one error of the joined
 // result, naming exp.<key>, the value, the reason and the allowed range.
-func CheckParams(e Experiment, env *Env) error {
-	_, err := e.Spec().Args.bind(env)
+func CheckParams(e *Experiment, env *Env) error {
+	_, err := e.Args.bind(env)
 	return err
 }
 
@@ -178,8 +178,8 @@ func (r *paramReader) choice(key string, allowed ...string) string {
 // scratch buffers) one host needs at e's largest point (Typed.Payload): 0
 // when every point elides the payload, or when env.Params are not valid
 // (CheckParams says why).
-func PayloadBytesPerHost(e Experiment, env *Env) uint64 {
-	b, err := e.Spec().Args.bind(env)
+func PayloadBytesPerHost(e *Experiment, env *Env) uint64 {
+	b, err := e.Args.bind(env)
 	if err != nil {
 		return 0
 	}

@@ -20,7 +20,7 @@ import (
 func TestCheckParamsEveryExperiment(t *testing.T) {
 	for _, n := range Names() {
 		e, _ := Lookup(n)
-		cfg, err := config.Load("", e.ClusterSets())
+		cfg, err := config.Load("", e.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func TestCheckParamsEveryExperiment(t *testing.T) {
 				t.Errorf("%s at %s: defaults refused: %v", n, s, err)
 			}
 		}
-		for _, q := range e.Params() {
+		for _, q := range e.Params {
 			for _, bad := range []string{"bogus", "", "NaN", "-1"} {
 				p, _ := ResolveParams(e, Default, []string{q.Key + "=" + bad})
 				err := CheckParams(e, &Env{Config: cfg, Size: Default, Params: p})
@@ -87,7 +87,7 @@ func DecodeManifestFile(path string) (Manifest, error) {
 func TestExecuteFailedPoints(t *testing.T) {
 	e, _ := Lookup(DefaultName)
 	env := quickEnv(t, e, "size=64K", "losses=0.3", "roceQPs=1", "payload=real")
-	cfg, err := config.Load("", append(e.ClusterSets(), "fabric.hosts=4", "fabric.hostsPerT0=2"))
+	cfg, err := config.Load("", append(e.Cluster, "fabric.hosts=4", "fabric.hostsPerT0=2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +110,13 @@ func TestExecuteFailedPoints(t *testing.T) {
 }
 
 // failingExp is allreduce-loss with a run that fails.
-func failingExp() Experiment {
+func failingExp() *Experiment {
 	e, _ := Lookup("allreduce-loss")
-	s := *e.Spec()
+	s := *e
 	s.Args = Typed[grid]{Read: transportGrid, Run: func(context.Context, *Env, grid) (*Results, error) {
 		return nil, fmt.Errorf("the fabric caught fire")
 	}}
-	return Of(&s)
+	return &s
 }
 
 // A run that fails leaves a manifest that says so, never "started".
@@ -157,7 +157,7 @@ func TestExecuteInterrupted(t *testing.T) {
 // counters.csv and the metrics): refused, naming the value.
 func TestRepeatedListValuesRefused(t *testing.T) {
 	e, _ := Lookup("allreduce-loss")
-	cfg, err := config.Load("", e.ClusterSets())
+	cfg, err := config.Load("", e.Cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestEveryExperimentOnPaperTiming(t *testing.T) {
 	want := config.PaperTimingSets()
 	for _, n := range Names() {
 		e, _ := Lookup(n)
-		if got := e.ClusterSets(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		if got := e.Cluster; len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
 			t.Errorf("%s: cluster settings %v do not start with the paper's timing %v", n, got, want)
 		}
 	}

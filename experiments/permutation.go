@@ -20,7 +20,7 @@ import (
 // other host of a random permutation on the 2-tier Clos, RoCE with one QP
 // per flow on ECMP against MRC spraying.
 func init() {
-	Register(&Spec{
+	Register(&Experiment{
 		Name:    "permutation",
 		Title:   "random permutation on a 2-tier Clos: ECMP (RoCE, 1 QP per flow) vs per-packet spraying (MRC)",
 		Targets: []string{"fabric facts"},

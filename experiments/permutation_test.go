@@ -37,7 +37,7 @@ func TestMaxMin(t *testing.T) {
 // collisions.
 func TestPermFluid(t *testing.T) {
 	e, _ := Lookup("permutation")
-	cfg, err := config.Load("", e.ClusterSets())
+	cfg, err := config.Load("", e.Cluster)
 	if err != nil {
 		t.Fatal(err)
 	}

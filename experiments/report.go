@@ -76,7 +76,7 @@ const checkIntro = "Each published claim, the band a measurement must fall in to
 // with their data (<plot>.csv, plots.json: see PlotDataFiles), report.md
 // and report.html into dir and returns the file names written. head is a
 // line describing the cluster.
-func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([]string, error) {
+func WriteReport(dir string, e *Experiment, env *Env, r *Results, head string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 		}
 		objs = append(objs, o)
 	}
-	jb, err := json.MarshalIndent(map[string]any{"experiment": e.Name(), "targetRows": e.TargetRows(), "params": env.Params, "rows": objs, "checks": r.Checks}, "", "  ")
+	jb, err := json.MarshalIndent(map[string]any{"experiment": e.Name, "targetRows": e.Targets, "params": env.Params, "rows": objs, "checks": r.Checks}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +137,11 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 	// report.md
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# %s — %s\n\n%s\n\nReproduces: %s (docs TARGETS.md). Size: %s. Parameters: %s.\n\n",
-		e.Name(), e.Title(), head, strings.Join(e.TargetRows(), ", "), env.Size, paramString(e, env.Params))
+		e.Name, e.Title, head, strings.Join(e.Targets, ", "), env.Size, paramString(e, env.Params))
 	for _, s := range r.Before {
 		fmt.Fprintf(&md, "## %s\n\n%s\n\n", s.Title, s.Body)
 	}
-	fmt.Fprintf(&md, "## Setup\n\n%s\n\n## Results\n\n```\n%s```\n\n", e.Spec().Setup, r.Table)
+	fmt.Fprintf(&md, "## Setup\n\n%s\n\n## Results\n\n```\n%s```\n\n", e.Setup, r.Table)
 	if r.Notes != "" {
 		fmt.Fprintf(&md, "%s\n\n", r.Notes)
 	}
@@ -174,9 +174,9 @@ func WriteReport(dir string, e Experiment, env *Env, r *Results, head string) ([
 	return files, nil
 }
 
-func paramString(e Experiment, p map[string]string) string {
+func paramString(e *Experiment, p map[string]string) string {
 	var s []string
-	for _, q := range e.Params() {
+	for _, q := range e.Params {
 		s = append(s, q.Key+"="+p[q.Key])
 	}
 	return strings.Join(s, ", ")

@@ -214,15 +214,15 @@ func inlineSVG(svg []byte) []byte {
 // reportHTML is report.html: the report.md sections with the results and
 // checks as sortable tables, prose rendered from its markdown, and each
 // plot as inline SVG (svgs by plot name).
-func reportHTML(e Experiment, env *Env, r *Results, head string, svgs map[string][]byte) []byte {
+func reportHTML(e *Experiment, env *Env, r *Results, head string, svgs map[string][]byte) []byte {
 	var h bytes.Buffer
-	writePageStart(&h, e.Name()+" — "+e.Title())
+	writePageStart(&h, e.Name+" — "+e.Title)
 	fmt.Fprintf(&h, "<h1>%s — %s</h1>\n<p class=\"meta\">%s</p>\n<p class=\"meta\">Reproduces %s (docs TARGETS.md). Size: %s. Parameters: %s.</p>\n",
-		esc(e.Name()), esc(e.Title()), esc(head), esc(strings.Join(e.TargetRows(), ", ")), esc(string(env.Size)), paramHTML(e, env.Params))
+		esc(e.Name), esc(e.Title), esc(head), esc(strings.Join(e.Targets, ", ")), esc(string(env.Size)), paramHTML(e, env.Params))
 	for _, s := range r.Before {
 		fmt.Fprintf(&h, "<h2>%s</h2>\n%s", esc(s.Title), markdownHTML(s.Body))
 	}
-	fmt.Fprintf(&h, "<h2>Setup</h2>\n%s<h2>Results</h2>\n", markdownHTML(e.Spec().Setup))
+	fmt.Fprintf(&h, "<h2>Setup</h2>\n%s<h2>Results</h2>\n", markdownHTML(e.Setup))
 	writeTable(&h, "results", r.Columns, r.Rows, nil, nil)
 	if r.Table != "" {
 		fmt.Fprintf(&h, "<details><summary>the same as text, with the experiment's own layout</summary>\n<pre>%s</pre>\n</details>\n", esc(r.Table))
@@ -293,9 +293,9 @@ func ReplaceReportSVGs(b []byte, svgs map[string][]byte) ([]byte, int) {
 	return b, n
 }
 
-func paramHTML(e Experiment, p map[string]string) string {
+func paramHTML(e *Experiment, p map[string]string) string {
 	var s []string
-	for _, q := range e.Params() {
+	for _, q := range e.Params {
 		s = append(s, "<code>"+esc(q.Key+"="+p[q.Key])+"</code>")
 	}
 	if len(s) == 0 {

@@ -13,7 +13,7 @@ import (
 
 type goodputParams struct{ bytes uint64 } // the parameters, read and checked
 
-var goodputSpec = &Spec{
+var goodputSpec = &Experiment{
 	Name: "template-goodput", Title: "one flow's goodput against the line rate", Targets: []string{"T1"},
 	Setup:   "Host 0 writes exp.bytes to host 1 (same T0) over one MRC QP: goodput over the NIC's line rate.",
 	Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),

@@ -72,7 +72,7 @@ func TestUnitsAndMarks(t *testing.T) {
 			env := quickEnv(t, e, sets...)
 			rec := &recorder{}
 			env.Observer = rec
-			r, err := e.Spec().run(context.Background(), env)
+			r, err := e.run(context.Background(), env)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -103,7 +103,7 @@ func TestRunWritesManifest(t *testing.T) {
 	}
 	// run puts the default experiment's cluster settings under the file.
 	e, _ := experiments.Lookup(experiments.DefaultName)
-	want, err := config.Load(cfgPath, append(clusterSetsUnder(cfgPath, e.ClusterSets()), "fabric.mtu=9000", "seed=42"))
+	want, err := config.Load(cfgPath, append(clusterSetsUnder(cfgPath, e.Cluster), "fabric.mtu=9000", "seed=42"))
 	if err != nil {
 		t.Fatal(err)
 	}

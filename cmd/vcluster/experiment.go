@@ -99,16 +99,13 @@ windows.`,
 			if f := cmd.Flags().Lookup("config"); f != nil {
 				cfgPath = f.Value.String()
 			}
-			var es []experiments.Experiment
+			var es []*experiments.Experiment
 			for _, n := range names {
 				e, err := experiments.Lookup(n)
 				if err != nil {
 					return usageError(err)
 				}
 				es = append(es, e)
-			}
-			if err := checkParallelExperiments(*parallel, es); err != nil {
-				return err
 			}
 			// Every configuration is resolved (and checked) before the
 			// first experiment runs.
@@ -117,7 +114,7 @@ windows.`,
 				// The experiment's cluster settings go before the user's
 				// config file and --set.
 				f := cmd.Flags().Lookup("set")
-				if err := f.Value.(interface{ Replace([]string) error }).Replace(append(clusterSetsUnder(cfgPath, e.ClusterSets()), user...)); err != nil {
+				if err := f.Value.(interface{ Replace([]string) error }).Replace(append(clusterSetsUnder(cfgPath, e.Cluster), user...)); err != nil {
 					return err
 				}
 				cfg, err := loadConfig(cmd)
@@ -127,7 +124,7 @@ windows.`,
 				if err := checkParallelConfig(*parallel, cfg); err != nil {
 					return err
 				}
-				cfg.Output.Dir = outDir(out, cfg.Output.Dir, e.Name(), args[0] == "all")
+				cfg.Output.Dir = outDir(out, cfg.Output.Dir, e.Name, args[0] == "all")
 				p, err := experiments.ResolveParams(e, size, params)
 				if err != nil {
 					return usageError(err)
@@ -161,8 +158,8 @@ windows.`,
 					return err
 				case err != nil:
 					// The others still run; the exit status says one failed.
-					fmt.Fprintf(cmd.ErrOrStderr(), "vcluster: %s: %v\n", j.e.Name(), err)
-					failed = append(failed, j.e.Name())
+					fmt.Fprintf(cmd.ErrOrStderr(), "vcluster: %s: %v\n", j.e.Name, err)
+					failed = append(failed, j.e.Name)
 					ran = append(ran, j)
 					continue
 				}
@@ -170,7 +167,7 @@ windows.`,
 				fmt.Fprintln(w)
 				b, _ := readManifestPassed(j.cfg.Output.Dir)
 				if !b {
-					differs = append(differs, j.e.Name())
+					differs = append(differs, j.e.Name)
 				}
 			}
 			if args[0] == "all" {
@@ -203,12 +200,12 @@ windows.`,
 func listExperiments(w io.Writer) {
 	for _, n := range experiments.Names() {
 		e, _ := experiments.Lookup(n)
-		fmt.Fprintf(w, "%-16s %-8s %s\n", n, strings.Join(e.TargetRows(), ","), e.Title())
+		fmt.Fprintf(w, "%-16s %-8s %s\n", n, strings.Join(e.Targets, ","), e.Title)
 		for _, a := range experiments.Aliases(n) {
 			fmt.Fprintf(w, "%-16s also: %s\n", "", a)
 		}
-		fmt.Fprintf(w, "%-16s cluster: %s\n", "", strings.Join(e.ClusterSets(), " "))
-		for _, p := range e.Params() {
+		fmt.Fprintf(w, "%-16s cluster: %s\n", "", strings.Join(e.Cluster, " "))
+		for _, p := range e.Params {
 			fmt.Fprintf(w, "%-16s exp.%s=%s (quick %s, full %s): %s\n", "", p.Key, p.Default, p.Value(experiments.Quick), p.Value(experiments.Full), p.Doc)
 		}
 	}
@@ -265,7 +262,7 @@ func writeAllIndex(cmd *cobra.Command, jobs []*job) error {
 		e, err := experiments.ReadIndexEntry(dir, filepath.ToSlash(sub))
 		if err != nil {
 			// A run that left no manifest still gets its line.
-			e = experiments.IndexEntry{Dir: sub, Manifest: experiments.Manifest{Experiment: j.e.Name(), TargetRows: j.e.TargetRows(), Status: "failed: no manifest (" + err.Error() + ")"}}
+			e = experiments.IndexEntry{Dir: sub, Manifest: experiments.Manifest{Experiment: j.e.Name, TargetRows: j.e.Targets, Status: "failed: no manifest (" + err.Error() + ")"}}
 		}
 		es = append(es, e)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/endpoint"
-	"github.com/vcluster/vcluster/experiments"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/wallclock"
@@ -86,14 +85,6 @@ type pointCounters struct {
 type watcher struct {
 	watch func(c *cluster.Cluster, point int, label string)
 	end   func()
-}
-
-// pointVirtualer is implemented by experiments that know about how much
-// virtual time one of their points simulates (a fixed run length, say):
-// the progress bar then moves through the first point against it instead
-// of by guessFirstPoint. Optional.
-type pointVirtualer interface {
-	PointVirtual(env *experiments.Env) time.Duration
 }
 
 // publishEvery bounds how often a snapshot is built from inside the loop

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,15 +35,6 @@ func addSeedsFlag(cmd *cobra.Command) *int {
 	return n
 }
 
-// rejectParallel refuses --parallel N ≥ 1 for a command that cannot run
-// partitioned; why says what and why (see unpartitioned).
-func rejectParallel(n int, why string) error {
-	if n <= 0 {
-		return nil
-	}
-	return usageError(fmt.Errorf("--parallel: %s; run it without --parallel", why))
-}
-
 // parallelCluster builds the cluster for --parallel n: cluster.New for 0,
 // otherwise the partitioned cluster on n workers with 4n partitions (at
 // most one per pod or T0; cluster.NewForWorkers).
@@ -66,25 +56,6 @@ func parallelNote(c *cluster.Cluster) string {
 	return fmt.Sprintf(", partitioned: %d partition(s) on %d goroutine(s)", len(p.Loops), p.Stats.Workers)
 }
 
-// checkParallelExperiments refuses --parallel n ≥ 1 (exit status 2) when
-// one of es cannot run partitioned (experiments.SerialReason), naming
-// each such experiment and the reason.
-func checkParallelExperiments(n int, es []experiments.Experiment) error {
-	if n <= 0 {
-		return nil
-	}
-	var bad []string
-	for _, e := range es {
-		if why := experiments.SerialReason(e); why != "" {
-			bad = append(bad, fmt.Sprintf("experiment %s cannot run partitioned: %s", e.Name(), why))
-		}
-	}
-	if len(bad) > 0 {
-		return usageError(fmt.Errorf("--parallel: %s; run it without --parallel (experiments that can: %s)", strings.Join(bad, "; "), strings.Join(partitionableExperiments(), ", ")))
-	}
-	return nil
-}
-
 // checkParallelConfig refuses --parallel n ≥ 1 (exit status 2) for a
 // configuration that cannot run partitioned (cluster.CheckParallel:
 // real-time pacing, pcap taps, TCP hosts).
@@ -96,42 +67,4 @@ func checkParallelConfig(n int, cfg config.Config) error {
 		return usageError(fmt.Errorf("--parallel: %w", err))
 	}
 	return nil
-}
-
-// partitionableExperiments lists the catalogue's experiments that can run
-// partitioned.
-func partitionableExperiments() []string {
-	var ok []string
-	for _, n := range experiments.Names() {
-		if e, _ := experiments.Lookup(n); experiments.SerialReason(e) == "" {
-			ok = append(ok, n)
-		}
-	}
-	return ok
-}
-
-// unpartitioned names the commands that simulate but cannot run
-// partitioned, and why; they take --parallel so that asking for it gets
-// the reason (exit status 2) instead of "unknown flag". (run, experiment,
-// collective and drill run partitioned: experiments say for themselves,
-// experiments.SerialReason; fault plans, Clustermapper and samplers act
-// as global events between windows, sim.Parallel.At.)
-// (ping too: partitioned hosts give each netstack a random stream of its
-// own.) Empty today.
-var unpartitioned = map[string]string{}
-
-// refuseParallel gives cmd a --parallel flag that only a value of 0
-// passes (see unpartitioned).
-func refuseParallel(cmd *cobra.Command, why string) {
-	n := addParallelFlag(cmd)
-	prev := cmd.PreRunE
-	cmd.PreRunE = func(c *cobra.Command, args []string) error {
-		if err := rejectParallel(*n, why); err != nil {
-			return err
-		}
-		if prev != nil {
-			return prev(c, args)
-		}
-		return nil
-	}
 }

@@ -40,11 +40,6 @@ docs/config.md), on top of the defaults and fabric.preset, then applies each
 	for _, mk := range extraCommands {
 		root.AddCommand(mk())
 	}
-	for _, c := range root.Commands() {
-		if what, ok := unpartitioned[c.Name()]; ok {
-			refuseParallel(c, what)
-		}
-	}
 	return root
 }
 

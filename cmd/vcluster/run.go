@@ -101,7 +101,7 @@ its own classic cluster.`,
 			if f := cmd.Flags().Lookup("config"); f != nil {
 				cfgPath = f.Value.String()
 			}
-			if err := cmd.Flags().Lookup("set").Value.(interface{ Replace([]string) error }).Replace(append(clusterSetsUnder(cfgPath, e.ClusterSets()), user...)); err != nil {
+			if err := cmd.Flags().Lookup("set").Value.(interface{ Replace([]string) error }).Replace(append(clusterSetsUnder(cfgPath, e.Cluster), user...)); err != nil {
 				return err
 			}
 			cfg, err := loadConfig(cmd)
@@ -118,9 +118,6 @@ its own classic cluster.`,
 			p, err := experiments.ResolveParams(e, size, params)
 			if err != nil {
 				return usageError(err)
-			}
-			if err := checkParallelExperiments(*parallel, []experiments.Experiment{e}); err != nil {
-				return err
 			}
 			if err := checkParallelConfig(*parallel, cfg); err != nil {
 				return err
@@ -146,7 +143,7 @@ its own classic cluster.`,
 // job is one experiment run of the CLI: what to run, where, and the
 // provenance that goes into its manifest.
 type job struct {
-	e         experiments.Experiment
+	e         *experiments.Experiment
 	cfg       config.Config // Output.Dir is the report directory
 	size      experiments.Size
 	params    map[string]string // resolved
@@ -226,10 +223,7 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) (err error) {
 		}
 	}
 
-	obs.Begin(j.e.Name())
-	if pv, ok := j.e.(pointVirtualer); ok {
-		obs.expectVirtual(pv.PointVirtual(env))
-	}
+	obs.Begin(j.e.Name)
 	r, err := experiments.Execute(ctx, j.e, env, dir, head, before, m)
 	where := obs.where()
 	obs.End()
@@ -277,7 +271,7 @@ func (j *job) env(obs *observer) *experiments.Env {
 func (j *job) check() error {
 	env := j.env(nil)
 	if err := experiments.CheckParams(j.e, env); err != nil {
-		return usageError(fmt.Errorf("invalid experiment parameters for %s:\n%w", j.e.Name(), err))
+		return usageError(fmt.Errorf("invalid experiment parameters for %s:\n%w", j.e.Name, err))
 	}
 	cfg := j.cfg
 	need := experiments.PayloadBytesPerHost(j.e, env)
@@ -287,7 +281,7 @@ func (j *job) check() error {
 		cfg.Transport.Payload = config.PayloadElided
 	}
 	if err := checkMemory(cfg, need); err != nil {
-		return fmt.Errorf("%s: %w", j.e.Name(), err)
+		return fmt.Errorf("%s: %w", j.e.Name, err)
 	}
 	return nil
 }
@@ -364,15 +358,15 @@ func expParams(cmd *cobra.Command) ([]string, error) {
 
 // printResults prints what ran, the table, the check table and where the
 // report is.
-func printResults(w io.Writer, e experiments.Experiment, env *experiments.Env, r *experiments.Results) {
-	fmt.Fprintf(w, "%s: %s (%s, TARGETS %v)\n%s\n\n%s\n", e.Name(), e.Title(), env.Size, e.TargetRows(), paramLine(e, env), r.Table)
+func printResults(w io.Writer, e *experiments.Experiment, env *experiments.Env, r *experiments.Results) {
+	fmt.Fprintf(w, "%s: %s (%s, TARGETS %v)\n%s\n\n%s\n", e.Name, e.Title, env.Size, e.Targets, paramLine(e, env), r.Table)
 	fmt.Fprintf(w, "check:\n%s\n", experiments.CheckTable(r.Checks))
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(env.Config.Output.Dir, "report.md"))
 }
 
-func paramLine(e experiments.Experiment, env *experiments.Env) string {
+func paramLine(e *experiments.Experiment, env *experiments.Env) string {
 	s := "parameters:"
-	for _, p := range e.Params() {
+	for _, p := range e.Params {
 		s += " " + p.Key + "=" + env.Params[p.Key]
 	}
 	return s
