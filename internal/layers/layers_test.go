@@ -16,6 +16,7 @@ const module = "github.com/vcluster/vcluster"
 var rank = map[string]int{
 	"internal/ring":        5,  // the shared FIFO
 	"internal/rng":         5,  // the one seeded RNG
+	"units":                5,  // sizes, durations, speeds: syntax and texts
 	"ib":                   25, // IB transport headers and PSN arithmetic (RoCEv2, MRC)
 	"sim":                  10,
 	"fabric/pcap":          10,
