@@ -125,7 +125,7 @@ func (v *validator) speed(path, s string) {
 	v.rule(path, "speed", fmt.Sprintf("%s..%s, with a unit", unit.FormatSpeed(MinLinkBps), unit.FormatSpeed(MaxLinkBps)))
 	bps, err := unit.ParseSpeed(s)
 	if err != nil {
-		if hint := unitHint(s, "G"); hint != "" {
+		if hint := unit.SpeedHint(s); hint != "" {
 			v.add(path, fmt.Sprintf("%q has no unit; did you mean %s? (a speed is %s..%s)", s, hint, unit.FormatSpeed(MinLinkBps), unit.FormatSpeed(MaxLinkBps)), nil)
 			return
 		}
@@ -137,29 +137,14 @@ func (v *validator) speed(path, s string) {
 	}
 }
 
-// unitHint returns, for a bare number s, the value with a unit a user
-// most likely meant: a count of bits/s from 1M up in its shortest form
-// ("25000000000" → "25G"), anything smaller with unit appended ("100" →
-// "100G"). It returns "" when s is not a bare number.
-func unitHint(s, suffix string) string {
-	s = strings.TrimSpace(s)
-	if !unit.IsDecimal(s) {
-		return ""
-	}
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil && n >= MinLinkBps && suffix == "G" {
-		return unit.FormatSpeed(n)
-	}
-	return s + suffix
-}
-
 // duration parses a Go duration, saying so when a bare number has no unit.
 func (v *validator) duration(path, s, example string) (time.Duration, bool) {
 	d, err := time.ParseDuration(s)
 	if err == nil {
 		return d, true
 	}
-	if hint := unitHint(s, "us"); hint != "" && s != "0" {
-		v.add(path, fmt.Sprintf("%q has no unit; did you mean %s? (a Go duration: ns, us, ms, s)", s, hint), nil)
+	if t := strings.TrimSpace(s); unit.IsDecimal(t) && s != "0" {
+		v.add(path, fmt.Sprintf("%q has no unit; did you mean %sus? (a Go duration: ns, us, ms, s)", s, t), nil)
 	} else {
 		v.add(path, fmt.Sprintf("must be a Go duration like %q", example), s)
 	}
