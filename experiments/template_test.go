@@ -13,7 +13,7 @@ import (
 
 type goodputParams struct{ bytes uint64 } // the parameters, read and checked
 
-var goodputSpec = &Experiment{
+var goodputExperiment = &Experiment{
 	Name: "template-goodput", Title: "one flow's goodput against the line rate", Targets: []string{"T1"},
 	Setup:   "Host 0 writes exp.bytes to host 1 (same T0) over one MRC QP: goodput over the NIC's line rate.",
 	Cluster: paperCluster("fabric.preset=C", "fabric.hosts=16"),
@@ -57,9 +57,9 @@ func runGoodput(ctx context.Context, env *Env, p goodputParams) (*Results, error
 }
 
 func TestTemplateExperiment(t *testing.T) {
-	Register(goodputSpec)
-	defer delete(registry, goodputSpec.Name)
-	e, err := Lookup(goodputSpec.Name)
+	Register(goodputExperiment)
+	defer delete(registry, goodputExperiment.Name)
+	e, err := Lookup(goodputExperiment.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
