@@ -222,7 +222,7 @@ func (t *Topology) Conservation() Conservation {
 func (t *Topology) outboxFrames() map[*Link]int {
 	var parts []*partState
 	for _, l := range t.Links {
-		if l.cut != nil && !slices.Contains(parts, l.cut.src) {
+		if l.cut != nil && l.cut.src != nil && !slices.Contains(parts, l.cut.src) {
 			parts = append(parts, l.cut.src)
 		}
 	}

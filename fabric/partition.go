@@ -57,12 +57,21 @@ type cutLink struct {
 	// is in flight at a transmit at t while it is due after t.
 	due  []sim.Time
 	head int
+	// remote, when set, takes the link's frames out of the process (a
+	// lab tunnel, SetExporter) instead of another partition.
+	remote FrameExporter
 }
 
 // send queues a frame that arrives at at in the destination partition. The
 // frame leaves the sending pool's accounting; Deliver adopts it into the
 // receiving pool, where it is released.
 func (c *cutLink) send(l *Link, p *Packet, at sim.Time) {
+	if c.remote != nil {
+		l.Counters.Packets++
+		l.Counters.Bytes += uint64(p.WireLen)
+		c.remote.ExportFrame(l, p, at)
+		return
+	}
 	now := l.loop.Now()
 	for c.head < len(c.due) && c.due[c.head] <= now {
 		c.head++

@@ -391,8 +391,14 @@ func (l *Loop) RunFor(d time.Duration) { l.RunUntil(l.now + Time(d)) }
 
 // RunWhile runs events while cond() holds (checked before each event) and
 // events remain; it reports whether it stopped because cond became false.
+// In real-time pacing an empty queue does not end it: it waits for
+// injected work (Inject) while cond holds, until Stop or Interrupt.
 func (l *Loop) RunWhile(cond func() bool) bool {
 	l.stopped = false
+	if l.rt != nil && l.rt.enabled {
+		l.runRealtime(maxTime, cond)
+		return !cond()
+	}
 	for !l.halted() {
 		if !cond() {
 			return true

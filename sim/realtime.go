@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -35,6 +36,7 @@ type realtime struct {
 
 	lagN, early  int64
 	lagMax, lagS int64
+	onLag        func(lag time.Duration) // SetLagObserver
 }
 
 // wallFor returns the wall time at which virtual time t is due.
@@ -62,6 +64,26 @@ func (l *Loop) Inject(f func()) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+}
+
+// SetLagObserver installs f, called on the loop goroutine with every
+// event's lag behind its wall time in real-time pacing (for percentiles:
+// Lag keeps only the mean and the maximum). Call it before the loop runs.
+func (l *Loop) SetLagObserver(f func(lag time.Duration)) {
+	if l.rt != nil {
+		l.rt.onLag = f
+	}
+}
+
+// WallTime returns the virtual time the wall clock's now maps to, in
+// real-time pacing (the loop's Now is the time of the last event run,
+// which lags it while idle); Now otherwise.
+func (l *Loop) WallTime() Time {
+	r := l.rt
+	if r == nil || !r.enabled {
+		return l.now
+	}
+	return max(l.now, r.virtualAt(r.wall.Now()))
 }
 
 // Lag reports the real-time lag statistics so far.
@@ -111,6 +133,9 @@ func (l *Loop) recordLag(due int64) {
 		r.early++
 		lag = 0
 	}
+	if r.onLag != nil {
+		r.onLag(time.Duration(lag))
+	}
 	r.lagN++
 	r.lagS += lag
 	if lag > r.lagMax {
@@ -119,19 +144,30 @@ func (l *Loop) recordLag(due int64) {
 }
 
 // runRealtime runs events no earlier than their wall time until virtual
-// time limit, handling injected work as it arrives.
-func (l *Loop) runRealtime(limit Time, _ func() bool) {
+// time limit, handling injected work as it arrives. With cond it returns
+// as soon as cond is false (checked before every event and after every
+// wake-up) and, while it holds, an empty queue waits for injections
+// instead of returning: a lab process's loop runs that way, fed by its
+// tunnels.
+func (l *Loop) runRealtime(limit Time, cond func() bool) {
 	r := l.rt
 	addSleeper(r.wake) // Interrupt wakes the sleep below
 	defer removeSleeper(r.wake)
 	for !l.halted() {
 		l.drainInjected()
+		if cond != nil && !cond() {
+			return
+		}
 		var due int64
 		var target Time
 		if l.q.len() > 0 && l.q.prepare(uint64(limit)) {
 			target = Time(l.q.last)
 		} else if limit == maxTime {
-			return // idle
+			if cond == nil {
+				return // idle
+			}
+			r.wall.SleepUntil(math.MaxInt64, r.wake) // until an injection or Interrupt
+			continue
 		} else {
 			target = limit
 		}

@@ -62,3 +62,31 @@ func TestRealtimePacingNeverEarly(t *testing.T) {
 	}
 	t.Logf("real-time lag over %d events: mean %v, max %v", lag.Events, lag.Mean, lag.Max)
 }
+
+// In real-time pacing RunWhile waits on an empty queue for injected work
+// and returns once cond turns false; WallTime runs ahead of Now while idle.
+func TestRealtimeRunWhileWaitsForInjections(t *testing.T) {
+	w := wallclock.New()
+	l := sim.NewLoop(sim.Options{Wall: w, RealTime: true})
+	var lags int
+	l.SetLagObserver(func(time.Duration) { lags++ })
+	done := false
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		l.Inject(func() { l.AfterFunc(time.Millisecond, func() { done = true }) })
+	}()
+	returnsWithin(t, "RunWhile", func() { l.RunWhile(func() bool { return !done }) })
+	if !done {
+		t.Fatal("RunWhile returned before the injected work ran")
+	}
+	if l.Now() < sim.Time(21*time.Millisecond) {
+		t.Fatalf("the injected timer ran at %v, want ≥ 21ms of wall time", l.Now())
+	}
+	if lags != 2 {
+		t.Fatalf("lag observer saw %d events, want 2 (the injection and its timer)", lags)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if l.WallTime() <= l.Now() {
+		t.Fatalf("WallTime %v not ahead of Now %v while idle", l.WallTime(), l.Now())
+	}
+}
