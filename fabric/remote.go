@@ -49,3 +49,34 @@ func (l *Link) Arrive(p *Packet) {
 
 // Pool returns the packet pool frames arriving at the port come from.
 func (pt *Port) Pool() *Pool { return pt.pool }
+
+// dueExporter holds one link's exported frames until their arrival time.
+type dueExporter struct {
+	loop *sim.Loop
+	next FrameExporter
+	link *Link
+	q    packetFIFO
+}
+
+// AtArrival wraps e so that each frame reaches it at its arrival time (the
+// at of ExportFrame) instead of when its serialization starts: a lab
+// tunnel then sends a frame when its last bit would have reached the far
+// end, so the far process sees the line rate and the delays the fabric
+// models. Use one per link (a link's arrival times never decrease, so its
+// frames leave in order, each on time).
+func AtArrival(loop *sim.Loop, e FrameExporter) FrameExporter {
+	return &dueExporter{loop: loop, next: e}
+}
+
+func (d *dueExporter) ExportFrame(l *Link, p *Packet, at sim.Time) {
+	d.link = l
+	p.due = at
+	d.q.push(p)
+	d.loop.Post(at, d, 0)
+}
+
+// OnEvent hands on the oldest frame: one event per frame, at its due time.
+func (d *dueExporter) OnEvent(uint64) {
+	p := d.q.pop()
+	d.next.ExportFrame(d.link, p, p.due)
+}

@@ -72,3 +72,38 @@ func TestLinkExportAndArrive(t *testing.T) {
 		t.Fatalf("after SetExporter(nil) the link delivered %d frames in all, want 2", dev.got)
 	}
 }
+
+// AtArrival hands frames on at their arrival time, not their send time.
+func TestAtArrival(t *testing.T) {
+	loop := sim.NewLoop(sim.Options{})
+	pool := NewPool(9000)
+	cfg := &PortConfig{BufferBytes: 1 << 20, Classes: DefaultClassMap()}
+	a, b := NewPort(loop, pool, "a", cfg), NewPort(loop, pool, "b", cfg)
+	a.Tx = NewLink(loop, "a-b", 1e9, 10*time.Microsecond, b)
+	a.Tx.src = a
+	rec := &exportRec{}
+	var seen []sim.Time
+	a.Tx.SetExporter(AtArrival(loop, exportFunc(func(l *Link, p *Packet, at sim.Time) {
+		seen = append(seen, loop.Now())
+		rec.ExportFrame(l, p, at)
+	})))
+	for range 3 {
+		a.Enqueue(BuildFrame(pool, FrameSpec{Payload: 1000, Stored: -1}))
+	}
+	loop.Run()
+	if len(seen) != 3 {
+		t.Fatalf("%d frames handed on, want 3", len(seen))
+	}
+	for i := range seen {
+		if seen[i] != rec.at[i] || (i > 0 && seen[i] <= seen[i-1]) {
+			t.Fatalf("frame %d handed on at %v, due %v (all: %v)", i, seen[i], rec.at[i], seen)
+		}
+	}
+	if pool.Live != 0 {
+		t.Fatalf("%d packets leaked", pool.Live)
+	}
+}
+
+type exportFunc func(l *Link, p *Packet, at sim.Time)
+
+func (f exportFunc) ExportFrame(l *Link, p *Packet, at sim.Time) { f(l, p, at) }
