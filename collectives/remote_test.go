@@ -1,0 +1,346 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/sim"
+	"github.com/vcluster/vcluster/verbs"
+)
+
+// pairConnector stands in for a lab's exchange: it makes each pair's
+// ends once, both sides with NewEnd, connects each to the other's Attrs
+// only (as two processes would after swapping them), and hands each side
+// its own.
+type pairConnector struct {
+	c     *cluster.Cluster
+	made  map[[2]int]map[int][]cluster.QPEnd
+	calls []string
+}
+
+func newPairConnector(c *cluster.Cluster) *pairConnector {
+	return &pairConnector{c: c, made: map[[2]int]map[int][]cluster.QPEnd{}}
+}
+
+func (pc *pairConnector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
+	pc.calls = append(pc.calls, fmt.Sprintf("%d→%d", local, remote))
+	k := [2]int{min(local, remote), max(local, remote)}
+	if ends, ok := pc.made[k]; ok {
+		return ends[local], nil
+	}
+	ends := map[int][]cluster.QPEnd{}
+	for i := range n {
+		a, err := pc.c.NewEnd(local, remote, i)
+		if err != nil {
+			return nil, err
+		}
+		b, err := pc.c.NewEnd(remote, local, i)
+		if err != nil {
+			return nil, err
+		}
+		if err := pc.c.ConnectEnd(a, b.Attrs()); err != nil {
+			return nil, err
+		}
+		if err := pc.c.ConnectEnd(b, a.Attrs()); err != nil {
+			return nil, err
+		}
+		ends[local] = append(ends[local], a)
+		ends[remote] = append(ends[remote], b)
+	}
+	pc.made[k] = ends
+	return ends[local], nil
+}
+
+// split is one collective run as len(hosts) "processes" on one simulated
+// cluster: a Comm per host with only that host's rank local.
+type split struct {
+	c     *cluster.Cluster
+	conn  *pairConnector
+	comms []*Comm
+	ps    []*Prepared
+	all   map[int]RankBuffers // every rank's buffers, as the exchange gives them
+}
+
+func newSplit(t *testing.T, c *cluster.Cluster, hosts int, a *Algorithm, size uint64, o RunOptions) *split {
+	t.Helper()
+	s := &split{c: c, conn: newPairConnector(c), all: map[int]RankBuffers{}}
+	for h := range hosts {
+		s.comms = append(s.comms, newComm(t, c, Options{Hosts: firstHosts(hosts), Local: []int{h}, Connector: s.conn}))
+	}
+	for h, m := range s.comms {
+		p, err := m.Prepare(a, size, o)
+		if err != nil {
+			t.Fatalf("host %d: Prepare: %v", h, err)
+		}
+		if r, ok := p.Rank(h); !ok || r != h {
+			t.Fatalf("host %d: Rank = %d, %v", h, r, ok)
+		}
+		loc := p.Local()
+		if len(loc) != 1 {
+			t.Fatalf("host %d: Local has %d ranks, want its own one", h, len(loc))
+		}
+		for r, b := range loc {
+			s.all[r] = b
+		}
+		s.ps = append(s.ps, p)
+	}
+	return s
+}
+
+// iterate starts one iteration on every process at once and runs the
+// loop until every done fired; it returns each process's error.
+func (s *split) iterate(t *testing.T, deadline sim.Time) []error {
+	t.Helper()
+	errs := make([]error, len(s.ps))
+	fired := make([]int, len(s.ps))
+	left := len(s.ps)
+	for h, p := range s.ps {
+		if err := p.Start(s.all, deadline, func(err error) {
+			fired[h]++
+			errs[h] = err
+			left--
+		}); err != nil {
+			t.Fatalf("host %d: Start: %v", h, err)
+		}
+		if !p.Running() {
+			t.Fatalf("host %d: not running after Start", h)
+		}
+	}
+	s.c.Loop.RunWhile(func() bool { return left > 0 })
+	for h, n := range fired {
+		if n != 1 {
+			t.Fatalf("host %d: done called %d times, want once", h, n)
+		}
+		if s.ps[h].Running() {
+			t.Errorf("host %d: still running after its done", h)
+		}
+	}
+	return errs
+}
+
+// Four processes, each running one rank, give the same checked results as
+// one Comm running all four, and a second iteration works.
+func TestSplitCommMatchesRun(t *testing.T) {
+	for _, tc := range []struct {
+		algo string
+		size uint64
+	}{{"allreduce/ring", 4 << 20}, {"alltoall/pairwise", 4 << 20}, {"allgather/ring", 4 << 20}, {"alltoall/direct", 1 << 20}} {
+		t.Run(strings.ReplaceAll(tc.algo, "/", "-"), func(t *testing.T) {
+			a := mustLookup(t, tc.algo)
+			ref, err := newComm(t, newCluster(t, "mrc", 4), Options{}).Run(a, tc.size, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ref.Check != CheckOK {
+				t.Fatalf("in-process run: check %s", ref.Check)
+			}
+			c := newCluster(t, "mrc", 4)
+			s := newSplit(t, c, 4, a, tc.size, RunOptions{})
+			var first []sim.Time
+			for it := range 2 {
+				t0 := c.Now()
+				for h, err := range s.iterate(t, 0) {
+					if err != nil {
+						t.Fatalf("iteration %d, host %d: %v", it+1, h, err)
+					}
+				}
+				var slowest sim.Time
+				for h, p := range s.ps {
+					r := p.Result()
+					if r.Check != CheckOK || r.Wrong != 0 || r.Iters != it+1 || r.Ranks != 4 || r.Bytes != ref.Bytes || r.Count != ref.Count {
+						t.Fatalf("iteration %d, host %d: %+v (in-process %+v)", it+1, h, r, ref)
+					}
+					if it == 0 {
+						first = append(first, r.TimeNs)
+						if r.Start != t0 {
+							t.Errorf("host %d: timed from %v, the iteration started at %v", h, r.Start, t0)
+						}
+					}
+					slowest = max(slowest, r.TimeNs)
+				}
+				if it == 0 {
+					d := float64(slowest-ref.TimeNs) / float64(ref.TimeNs)
+					t.Logf("%s %d B: slowest process %v, in-process Run %v (%+.2f%%); per process %v", tc.algo, ref.Bytes, slowest, ref.TimeNs, 100*d, first)
+					if d < -0.05 || d > 0.05 {
+						t.Errorf("split time %v vs in-process %v: more than 5%% apart", slowest, ref.TimeNs)
+					}
+				}
+			}
+			// Every process asked for its connections only, each pair once
+			// per side.
+			seen := map[string]bool{}
+			for _, call := range s.conn.calls {
+				if seen[call] {
+					t.Errorf("Connector asked for %s twice", call)
+				}
+				seen[call] = true
+			}
+		})
+	}
+}
+
+// A rank whose peers are all elsewhere writes into their buffers by
+// descriptor: its own results are the ones an in-process Run checks, and
+// the inputs are the same (one process corrupting a peer's output shows
+// on that peer only).
+func TestSplitCommChecksLocalRanksOnly(t *testing.T) {
+	c := newCluster(t, "mrc", 4)
+	s := newSplit(t, c, 4, mustLookup(t, "allgather/ring"), 1<<20, RunOptions{})
+	for h, err := range s.iterate(t, 0) {
+		if err != nil {
+			t.Fatalf("host %d: %v", h, err)
+		}
+	}
+	recv := s.comms[2].Buffer(2, Recv).Buf
+	recv[0] ^= 0x40 // one wrong element on host 2's rank
+	for h, p := range s.ps {
+		r := p.Result()
+		want := int64(0)
+		if h == 2 {
+			want = 1
+		}
+		if r.Wrong != want {
+			t.Errorf("host %d: %d wrong elements, want %d (%s)", h, r.Wrong, want, r.Check)
+		}
+	}
+}
+
+// One host's links die mid-iteration: every other process's done reports
+// an error blaming that host, before the deadline — the QP error of a
+// write to it (its retry limit), or, with a deadline shorter than that,
+// the deadline naming it as the peer a Wait waits for.
+func TestSplitCommBlamesDeadHost(t *testing.T) {
+	const dead = 2
+	const cut = 20 * sim.Microsecond
+	for _, tc := range []struct {
+		name       string
+		deadline   sim.Time
+		byDeadline bool   // the error is the deadline's (else a QP's)
+		sets       string // the deadline case: an RTO that makes the retry limit come after it
+	}{{"qp-error", 500 * sim.Millisecond, false, "transport.payload=elided"},
+		{"deadline", 2 * sim.Millisecond, true, "transport.mrc.rto=10ms"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, "mrc", 4, "transport.payload=elided", tc.sets)
+			s := newSplit(t, c, 4, mustLookup(t, "alltoall/direct"), 16<<20, RunOptions{})
+			c.Loop.At(cut, func() {
+				for _, p := range c.Topo.HostPorts[dead] {
+					p.Tx.SetUp(false)
+					p.Peer.Tx.SetUp(false)
+				}
+			})
+			errs := s.iterate(t, tc.deadline)
+			if c.Now() > tc.deadline {
+				t.Errorf("the last done came at %v, after the deadline %v", c.Now(), tc.deadline)
+			}
+			for h, err := range errs {
+				if h == dead {
+					t.Logf("dead host %d: %v", h, err)
+					continue
+				}
+				if err == nil {
+					t.Fatalf("host %d: no error with host %d cut off", h, dead)
+				}
+				t.Logf("host %d (done by %v): %v", h, c.Now(), err)
+				if b, ok := BlamedHost(err); !ok || b != dead {
+					t.Errorf("host %d: blames host %d (%v), want %d: %v", h, b, ok, dead, err)
+				}
+				var pe *PeerError
+				if !errors.As(err, &pe) || pe.Host != h || pe.Rank != h || pe.PeerRank != dead {
+					t.Errorf("host %d: PeerError %+v, want rank %d on host %d blaming rank %d", h, pe, h, h, dead)
+				}
+				var de *DeadlineError
+				if got := errors.As(err, &de); got != tc.byDeadline {
+					t.Errorf("host %d: a DeadlineError in the chain: %v, want %v", h, got, tc.byDeadline)
+				}
+				if r := s.ps[h].Result(); r.Iters != 0 || r.Check != CheckSkipped && r.Check != CheckPending {
+					t.Errorf("host %d: after the failure Result is %+v", h, r)
+				}
+			}
+		})
+	}
+}
+
+// Every invalid setting or call is refused, naming what is wrong.
+func TestSplitCommRefuses(t *testing.T) {
+	c := newCluster(t, "mrc", 4)
+	conn := newPairConnector(c)
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Local: []int{}, Connector: conn}, "Options.Local is empty"},
+		{Options{Local: []int{7}, Connector: conn}, "Local[0]: host 7 has no rank"},
+		{Options{Local: []int{1, 1}, Connector: conn}, "Local[1]: host 1 listed twice"},
+		{Options{Local: []int{1}}, "Options.Connector is required"},
+		{Options{Connector: conn}, "Connector is set without Options.Local"},
+		{Options{Hosts: []int{0, 1}, Local: []int{2}, Connector: conn}, "host 2 has no rank"},
+	} {
+		if _, err := New(c, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): %v, want an error saying %q", tc.o, err, tc.want)
+		}
+	}
+	a := mustLookup(t, "allreduce/ring")
+	m := newComm(t, c, Options{Local: []int{0}, Connector: conn})
+	if _, err := m.Run(a, 1<<20, RunOptions{}); err == nil || !strings.Contains(err.Error(), "use Prepare and Start") {
+		t.Errorf("Run of a split Comm: %v", err)
+	}
+	if _, err := m.Prepare(a, 1<<20, RunOptions{Root: 4}); err == nil || !strings.Contains(err.Error(), "root 4 outside 0..3") {
+		t.Errorf("Prepare with root 4: %v", err)
+	}
+	p, err := m.Prepare(a, 1<<20, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := map[int]RankBuffers{}
+	for r := 1; r < 4; r++ {
+		var rb RankBuffers
+		for b := range rb {
+			rb[b] = BufferInfo{VA: 1 << 20, Key: 1, Len: p.Need()[b]}
+		}
+		full[r] = rb
+	}
+	nop := func(error) {}
+	missing := map[int]RankBuffers{1: full[1], 2: full[2]}
+	small := map[int]RankBuffers{1: full[1], 2: full[2], 3: full[3]}
+	small[3] = RankBuffers{full[3][0], {VA: 1, Key: 2, Len: p.Need()[Recv] - 4}, full[3][2]}
+	nokey := map[int]RankBuffers{1: full[1], 2: full[2], 3: {full[3][0], full[3][1], {VA: 1, Len: 4}}}
+	for _, tc := range []struct {
+		remote   map[int]RankBuffers
+		deadline sim.Time
+		done     func(error)
+		want     string
+	}{
+		{missing, 0, nop, "no buffers given for remote rank 3 (host 3)"},
+		{small, 0, nop, fmt.Sprintf("remote rank 3 (host 3): recv buffer of %d bytes, want ≥ %d", p.Need()[Recv]-4, p.Need()[Recv])},
+		{nokey, 0, nop, "remote rank 3 (host 3): scratch buffer with key 0"},
+		{full, 0, nil, "needs a done callback"},
+	} {
+		if err := p.Start(tc.remote, tc.deadline, tc.done); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Start: %v, want an error saying %q", err, tc.want)
+		}
+		if p.Running() {
+			t.Fatal("a refused Start left the collective running")
+		}
+	}
+	c.Loop.RunUntil(sim.Millisecond)
+	var de *DeadlineError
+	if err := p.Start(full, sim.Millisecond, nop); !errors.As(err, &de) || !de.NotStarted {
+		t.Errorf("Start with a deadline already passed: %v, want a DeadlineError (not started)", err)
+	}
+	if err := p.Start(full, 0, nop); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(full, 0, nop); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Errorf("a second Start while running: %v", err)
+	}
+	if _, err := m.Prepare(a, 1<<20, RunOptions{}); err == nil || !strings.Contains(err.Error(), "while an iteration") {
+		t.Errorf("Prepare while running: %v", err)
+	}
+	if r := p.Result(); r.Check != CheckPending || r.Wrong != -1 {
+		t.Errorf("Result while running: %+v", r)
+	}
+	_ = verbs.QPReady
+}
