@@ -3,10 +3,14 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vcluster/vcluster/cluster"
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -343,4 +347,91 @@ func TestSplitCommRefuses(t *testing.T) {
 		t.Errorf("Result while running: %+v", r)
 	}
 	_ = verbs.QPReady
+}
+
+// stepWall is a wall clock for real-time pacing that reads no real clock:
+// every reading moves it on by step (so the loop's WallTime runs ahead of
+// its idle Now, as a real one does), a sleep to a deadline jumps to it,
+// and a sleep with no deadline waits for the loop's wake-up (Inject).
+type stepWall struct {
+	mu   sync.Mutex
+	now  int64
+	step int64
+}
+
+func (w *stepWall) Now() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.now += w.step
+	return w.now
+}
+
+func (w *stepWall) SleepUntil(deadline int64, wake <-chan struct{}) {
+	if deadline == math.MaxInt64 {
+		<-wake
+		return
+	}
+	w.mu.Lock()
+	w.now = max(w.now, deadline)
+	w.mu.Unlock()
+}
+
+// In real-time pacing, as a lab host runs it: the first iteration is
+// started between RunWhile calls, the second by an injection from another
+// goroutine while RunWhile waits; each launches at the loop's WallTime
+// (ahead of its idle Now), and both check out.
+func TestSplitCommRealtime(t *testing.T) {
+	cfg, err := config.Load("", []string{"fabric.preset=C", "fabric.hosts=4", "transport.kind=mrc", "run.pacing=realtime"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.New(cfg, &stepWall{step: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := newSplit(t, c, 4, mustLookup(t, "allreduce/ring"), 1<<20, RunOptions{})
+	var left atomic.Int32
+	errs := make([]error, 4)
+	start := func(h int) error {
+		return s.ps[h].Start(s.all, 0, func(err error) { errs[h] = err; left.Add(-1) })
+	}
+	idle := c.Loop.Now()
+	wt := c.Loop.WallTime()
+	if wt <= idle {
+		t.Fatalf("WallTime %v not ahead of the idle loop's Now %v: the test's clock does not exercise the sync", wt, idle)
+	}
+	left.Store(4)
+	for h := range 4 {
+		if err := start(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Loop.RunWhile(func() bool { return left.Load() > 0 })
+	for h := range 4 {
+		if errs[h] != nil {
+			t.Fatalf("host %d: %v", h, errs[h])
+		}
+		if r := s.ps[h].Result(); r.Start < wt || r.Check != CheckOK || r.TimeNs <= 0 {
+			t.Fatalf("host %d: %+v; want a checked iteration launched at or after WallTime %v", h, r, wt)
+		}
+	}
+	// The second iteration, injected from elsewhere while the loop waits.
+	left.Store(4)
+	startErr := make(chan error, 4)
+	go c.Loop.Inject(func() {
+		for h := range 4 {
+			startErr <- start(h)
+		}
+	})
+	c.Loop.RunWhile(func() bool { return left.Load() > 0 })
+	for h := range 4 {
+		if err := <-startErr; err != nil {
+			t.Fatalf("host %d: Start: %v", h, err)
+		}
+		r := s.ps[h].Result()
+		if errs[h] != nil || r.Iters != 2 || r.Check != CheckOK || r.Wrong != 0 {
+			t.Fatalf("host %d: second iteration: %v, %+v", h, errs[h], r)
+		}
+	}
 }
