@@ -445,3 +445,69 @@ func TestSplitCommRealtime(t *testing.T) {
 		}
 	}
 }
+
+// Whatever descriptors a peer publishes (the lab exchange decodes them
+// from JSON), Start refuses them or the iteration ends — with an error
+// naming a peer, or by the deadline — and done is called once: never a
+// panic, never a write outside the registered buffers counted as data.
+func FuzzSplitStartDescriptors(f *testing.F) {
+	f.Add(uint8(1), uint8(1), uint64(0), uint32(1), uint64(1<<20))
+	f.Add(uint8(2), uint8(0), uint64(1<<40), uint32(3), uint64(1<<30))
+	f.Add(uint8(3), uint8(2), ^uint64(0)-8, uint32(2), uint64(64))
+	f.Add(uint8(1), uint8(1), uint64(4096), uint32(99), uint64(1<<21))
+	f.Add(uint8(2), uint8(1), uint64(0), uint32(0), uint64(0))
+	f.Add(uint8(0), uint8(1), uint64(1<<20), uint32(77), uint64(1<<20)) // a key not registered there
+	f.Add(uint8(0), uint8(1), uint64(1<<40), uint32(2), uint64(1<<20))  // an address outside the region
+	f.Add(uint8(7), uint8(0), uint64(0), uint32(1), uint64(4))          // rank 3's send buffer too small
+	f.Fuzz(func(t *testing.T, rank, buf uint8, va uint64, key uint32, n uint64) {
+		c := newCluster(t, "mrc", 4, "transport.mrc.rto=100us")
+		s := newSplit(t, c, 4, mustLookup(t, "allgather/ring"), 256<<10, RunOptions{})
+		mine := map[int]RankBuffers{}
+		for r, b := range s.all {
+			mine[r] = b
+		}
+		// Rank 1 is the one host 0 writes to (ring all-gather), into its
+		// recv buffer; the others' descriptors only need to be long enough.
+		r := 1
+		if rank%4 == 3 {
+			r = 2 + int(rank/4)%2
+		}
+		b := mine[r]
+		b[int(buf)%len(b)] = BufferInfo{VA: va, Key: key, Len: n}
+		mine[r] = b
+		fired := make([]int, 4)
+		errs := make([]error, 4)
+		left := 4
+		deadline := c.Now() + 5*sim.Millisecond
+		for h, p := range s.ps {
+			bufs := s.all
+			if h == 0 {
+				bufs = mine
+			}
+			if err := p.Start(bufs, deadline, func(err error) { fired[h]++; errs[h] = err; left-- }); err != nil {
+				if h != 0 {
+					t.Fatalf("host %d refused the true descriptors: %v", h, err)
+				}
+				left--
+				fired[h]++ // refused: no done to wait for
+				if p.Running() {
+					t.Fatal("refused, yet running")
+				}
+			}
+		}
+		c.Loop.RunWhile(func() bool { return left > 0 })
+		for h, k := range fired {
+			if k != 1 {
+				t.Fatalf("host %d: done %d times", h, k)
+			}
+			if errs[h] != nil {
+				if _, ok := BlamedHost(errs[h]); !ok && !strings.Contains(errs[h].Error(), "deadline") {
+					t.Errorf("host %d: error blames nobody: %v", h, errs[h])
+				}
+			}
+		}
+		if c.Now() > deadline {
+			t.Errorf("ended at %v, after the deadline %v", c.Now(), deadline)
+		}
+	})
+}
