@@ -140,6 +140,14 @@ type Prepared struct {
 // rule as Run. o.Warmup iterations are not timed; o.Iters is how many
 // timed ones the process means to run (reported by a DeadlineError);
 // o.Deadline and o.Before are not used: Start takes the deadline.
+//
+// Prepare creates QPs and registers memory on the cluster: call it where
+// the loop's state may be touched — on the loop goroutine while the loop
+// is not running (between RunWhile calls), or before it first runs — and
+// not from inside an event, since the Connector may block there. A later
+// Prepare may register larger buffers (publish its Local anew) and
+// retires this one (its Start is refused); connections already made are
+// reused.
 func (m *Comm) Prepare(a *Algorithm, size uint64, o RunOptions) (*Prepared, error) {
 	if m.Loop == nil {
 		return nil, fmt.Errorf("collectives: Prepare needs a cluster on one loop (not partitioned)")

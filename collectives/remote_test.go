@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,8 +59,9 @@ func (pc *pairConnector) Connect(local, remote, n int) ([]cluster.QPEnd, error) 
 	return ends[local], nil
 }
 
-// split is one collective run as len(hosts) "processes" on one simulated
-// cluster: a Comm per host with only that host's rank local.
+// split is one collective run as one "process" per rank on one
+// simulated cluster: a Comm per rank with only that rank's host local.
+// Index i of comms and ps is comm rank i.
 type split struct {
 	c     *cluster.Cluster
 	conn  *pairConnector
@@ -68,23 +70,31 @@ type split struct {
 	all   map[int]RankBuffers // every rank's buffers, as the exchange gives them
 }
 
-func newSplit(t *testing.T, c *cluster.Cluster, hosts int, a *Algorithm, size uint64, o RunOptions) *split {
+// newSplit runs ranks on the first n hosts (rank i on host i).
+func newSplit(t *testing.T, c *cluster.Cluster, n int, a *Algorithm, size uint64, o RunOptions) *split {
+	t.Helper()
+	return newSplitOn(t, c, firstHosts(n), a, size, o)
+}
+
+// newSplitOn runs rank i on hosts[i].
+func newSplitOn(t *testing.T, c *cluster.Cluster, hosts []int, a *Algorithm, size uint64, o RunOptions) *split {
 	t.Helper()
 	s := &split{c: c, conn: newPairConnector(c), all: map[int]RankBuffers{}}
-	for h := range hosts {
-		s.comms = append(s.comms, newComm(t, c, Options{Hosts: firstHosts(hosts), Local: []int{h}, Connector: s.conn}))
+	for _, h := range hosts {
+		s.comms = append(s.comms, newComm(t, c, Options{Hosts: hosts, Local: []int{h}, Connector: s.conn}))
 	}
-	for h, m := range s.comms {
+	for i, m := range s.comms {
+		h := hosts[i]
 		p, err := m.Prepare(a, size, o)
 		if err != nil {
 			t.Fatalf("host %d: Prepare: %v", h, err)
 		}
-		if r, ok := p.Rank(h); !ok || r != h {
-			t.Fatalf("host %d: Rank = %d, %v", h, r, ok)
+		if r, ok := p.Rank(h); !ok || r != i {
+			t.Fatalf("host %d: Rank = %d, %v; want %d", h, r, ok, i)
 		}
 		loc := p.Local()
-		if len(loc) != 1 {
-			t.Fatalf("host %d: Local has %d ranks, want its own one", h, len(loc))
+		if _, ok := loc[i]; !ok || len(loc) != 1 {
+			t.Fatalf("host %d: Local has ranks %v, want its own rank %d only", h, loc, i)
 		}
 		for r, b := range loc {
 			s.all[r] = b
@@ -95,7 +105,7 @@ func newSplit(t *testing.T, c *cluster.Cluster, hosts int, a *Algorithm, size ui
 }
 
 // iterate starts one iteration on every process at once and runs the
-// loop until every done fired; it returns each process's error.
+// loop until every done fired; it returns each process's error, by rank.
 func (s *split) iterate(t *testing.T, deadline sim.Time) []error {
 	t.Helper()
 	errs := make([]error, len(s.ps))
@@ -107,19 +117,19 @@ func (s *split) iterate(t *testing.T, deadline sim.Time) []error {
 			errs[h] = err
 			left--
 		}); err != nil {
-			t.Fatalf("host %d: Start: %v", h, err)
+			t.Fatalf("rank %d: Start: %v", h, err)
 		}
 		if !p.Running() {
-			t.Fatalf("host %d: not running after Start", h)
+			t.Fatalf("rank %d: not running after Start", h)
 		}
 	}
 	s.c.Loop.RunWhile(func() bool { return left > 0 })
 	for h, n := range fired {
 		if n != 1 {
-			t.Fatalf("host %d: done called %d times, want once", h, n)
+			t.Fatalf("rank %d: done called %d times, want once", h, n)
 		}
 		if s.ps[h].Running() {
-			t.Errorf("host %d: still running after its done", h)
+			t.Errorf("rank %d: still running after its done", h)
 		}
 	}
 	return errs
@@ -218,6 +228,37 @@ func TestSplitCommChecksLocalRanksOnly(t *testing.T) {
 		}
 		if r.Wrong != want {
 			t.Errorf("host %d: %d wrong elements, want %d (%s)", h, r.Wrong, want, r.Check)
+		}
+	}
+}
+
+// Ranks on hosts in any order (rank i on Hosts[i], as a lab's peer list
+// gives them): each process finds its rank by its host, connects by
+// hosts, and the results check out.
+func TestSplitCommRanksOnChosenHosts(t *testing.T) {
+	c := newCluster(t, "mrc", 8)
+	hosts := []int{6, 1, 5}
+	s := newSplitOn(t, c, hosts, mustLookup(t, "allreduce/ring"), 1<<20, RunOptions{Warmup: 1})
+	for it := range 2 {
+		for r, err := range s.iterate(t, 0) {
+			if err != nil {
+				t.Fatalf("iteration %d, rank %d: %v", it+1, r, err)
+			}
+		}
+	}
+	for r, p := range s.ps {
+		if res := p.Result(); res.Check != CheckOK || res.Wrong != 0 || res.Iters != 1 || res.Ranks != 3 {
+			t.Errorf("rank %d on host %d: %+v", r, hosts[r], res)
+		}
+		if _, ok := p.Rank(0); ok {
+			t.Errorf("rank %d: Rank(0) found a rank on a host outside the communicator", r)
+		}
+	}
+	for _, call := range s.conn.calls {
+		var a, b int
+		fmt.Sscanf(call, "%d→%d", &a, &b)
+		if !slices.Contains(hosts, a) || !slices.Contains(hosts, b) {
+			t.Errorf("Connector asked for %s: a host outside %v", call, hosts)
 		}
 	}
 }
