@@ -397,7 +397,6 @@ func TestSplitCommRefuses(t *testing.T) {
 	if r := p.Result(); r.Check != CheckPending || r.Wrong != -1 {
 		t.Errorf("Result while running: %+v", r)
 	}
-	_ = verbs.QPReady
 }
 
 // stepWall is a wall clock for real-time pacing that reads no real clock:
@@ -551,4 +550,78 @@ func FuzzSplitStartDescriptors(f *testing.F) {
 			t.Errorf("ended at %v, after the deadline %v", c.Now(), deadline)
 		}
 	})
+}
+
+// ExchangeConnector, as a lab host uses it: host 0 makes its ends and
+// swaps attributes through an exchange; the peers' processes (here the
+// exchange itself, then their own Comms) make theirs the same way. The
+// collective runs and checks out on RoCE, whose two ends must agree on
+// each QP's plane, with two QPs per connection.
+func TestExchangeConnector(t *testing.T) {
+	c := newCluster(t, "roce", 4, "transport.qpsPerConnection=2")
+	peers := newPairConnector(c) // the other processes' side
+	var swaps []string
+	x := func(local, remote int, mine []verbs.QPAttrs) ([]verbs.QPAttrs, error) {
+		swaps = append(swaps, fmt.Sprintf("%d→%d", local, remote))
+		var theirs []verbs.QPAttrs
+		var ends []cluster.QPEnd
+		for i, a := range mine {
+			if a.Host != local {
+				t.Errorf("published QP %d as host %d's, want %d", i, a.Host, local)
+			}
+			e, err := c.NewEnd(remote, local, i)
+			if err != nil {
+				return nil, err
+			}
+			if err := c.ConnectEnd(e, a); err != nil {
+				return nil, err
+			}
+			ends = append(ends, e)
+			theirs = append(theirs, e.Attrs())
+		}
+		peers.made[[2]int{min(local, remote), max(local, remote)}] = map[int][]cluster.QPEnd{remote: ends}
+		return theirs, nil
+	}
+	a := mustLookup(t, "alltoall/direct")
+	s := &split{c: c, conn: peers, all: map[int]RankBuffers{}}
+	for h := range 4 {
+		var conn Connector = peers
+		if h == 0 {
+			conn = ExchangeConnector(c, x)
+		}
+		m := newComm(t, c, Options{Local: []int{h}, Connector: conn})
+		p, err := m.Prepare(a, 1<<20, RunOptions{})
+		if err != nil {
+			t.Fatalf("host %d: %v", h, err)
+		}
+		for r, b := range p.Local() {
+			s.all[r] = b
+		}
+		s.comms, s.ps = append(s.comms, m), append(s.ps, p)
+	}
+	if want := []string{"0→1", "0→2", "0→3"}; !slices.Equal(swaps, want) {
+		t.Errorf("exchanges %v, want %v (in pair order)", swaps, want)
+	}
+	for h, err := range s.iterate(t, 0) {
+		if err != nil {
+			t.Fatalf("host %d: %v", h, err)
+		}
+		if r := s.ps[h].Result(); r.Check != CheckOK || r.Wrong != 0 {
+			t.Errorf("host %d: %+v", h, r)
+		}
+	}
+	// A peer that publishes the wrong number of QPs, or another host's.
+	for _, tc := range []struct {
+		x    Exchange
+		want string
+	}{
+		{func(_, _ int, mine []verbs.QPAttrs) ([]verbs.QPAttrs, error) { return mine[:1], nil }, "published 1 QP(s) for the connection, want 2"},
+		{func(_, _ int, mine []verbs.QPAttrs) ([]verbs.QPAttrs, error) { return mine, nil }, "published QP 0 as host 0's"},
+		{func(_, _ int, _ []verbs.QPAttrs) ([]verbs.QPAttrs, error) { return nil, errors.New("peer gone") }, "exchanging QPs with host 1: peer gone"},
+	} {
+		m := newComm(t, c, Options{Local: []int{0}, Connector: ExchangeConnector(c, tc.x)})
+		if _, err := m.Prepare(a, 1<<20, RunOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Prepare: %v, want an error saying %q", err, tc.want)
+		}
+	}
 }
