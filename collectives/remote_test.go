@@ -625,3 +625,44 @@ func TestExchangeConnector(t *testing.T) {
 		}
 	}
 }
+
+// A Comm with every rank local runs through Prepare and Start as well:
+// iterations chained from done (warmup first) time and check as Run's.
+func TestPreparedAllLocalChained(t *testing.T) {
+	a := mustLookup(t, "allreduce/ring")
+	o := RunOptions{Warmup: 1, Iters: 2}
+	ref, err := newComm(t, newCluster(t, "mrc", 8), Options{Hosts: firstHosts(4)}).Run(a, 2<<20, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, "mrc", 8)
+	m := newComm(t, c, Options{Hosts: firstHosts(4)})
+	p, err := m.Prepare(a, 2<<20, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Local()) != 4 {
+		t.Fatalf("Local has %d ranks, want all 4", len(p.Local()))
+	}
+	var errs []error
+	var done func(error)
+	done = func(err error) {
+		errs = append(errs, err)
+		if err == nil && len(errs) < o.Warmup+o.Iters {
+			if err := p.Start(nil, 0, done); err != nil {
+				t.Errorf("Start from done: %v", err)
+			}
+		}
+	}
+	if err := p.Start(nil, 0, done); err != nil {
+		t.Fatal(err)
+	}
+	c.Loop.Run()
+	if len(errs) != 3 || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("iterations ended with %v, want 3 without errors", errs)
+	}
+	r := p.Result()
+	if r.Iters != 2 || r.Check != CheckOK || r.Wrong != 0 || r.TimeNs != ref.TimeNs || r.Start != ref.Start {
+		t.Errorf("Prepared: %+v\nRun:      %+v", r, ref)
+	}
+}
