@@ -8,7 +8,10 @@
 // cluster, each rank on its host's partition loop). Results are real
 // float32 sums checked against a direct computation; measurements follow
 // nccl-tests (time, algbw, busbw); the timeline exports as Chrome trace
-// events. See docs/collectives.md.
+// events. A communicator may also run only some of its ranks, the others
+// living in other processes (Options.Local, remote.go): lab hosts drive it
+// one iteration at a time (Prepare, Start, Result). See
+// docs/collectives.md.
 //
 // Nothing here reads the wall clock or sleeps: same config and seed, same
 // results.
