@@ -44,6 +44,13 @@ type sendSlot struct {
 // counting frames refused for a full queue as QueueFull in counters (a new
 // Counters if nil).
 func NewSender(c *Conn, queue int, counters *Counters) *Sender {
+	s := newSender(c, queue, counters)
+	go s.flush()
+	return s
+}
+
+// newSender is NewSender without its flusher (tests start it later).
+func newSender(c *Conn, queue int, counters *Counters) *Sender {
 	if queue < 1 {
 		queue = 1
 	}
@@ -58,7 +65,6 @@ func NewSender(c *Conn, queue int, counters *Counters) *Sender {
 		done:     make(chan struct{}),
 		batch:    make([]Message, min(queue, SendBatch)),
 	}
-	go s.flush()
 	return s
 }
 
