@@ -59,10 +59,10 @@ func Dial(fabric string) (*Conn, error) {
 		return nil, fmt.Errorf("tunnel: fabric address %q: want host:port: %v", fabric, err)
 	}
 	ap := ua.AddrPort()
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	if !ap.IsValid() || ap.Port() == 0 || ap.Addr().IsUnspecified() {
 		return nil, fmt.Errorf("tunnel: fabric address %q: want a reachable host:port with port 1..65535", fabric)
 	}
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	network, laddr := "udp4", &net.UDPAddr{IP: net.IPv4zero}
 	if ap.Addr().Is6() {
 		network, laddr = "udp6", &net.UDPAddr{IP: net.IPv6unspecified}

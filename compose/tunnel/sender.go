@@ -131,7 +131,8 @@ func (s *Sender) flush() {
 				// Drop the frame that failed and go on: a
 				// send error is the network's, not the queue's.
 				s.errors.Add(1)
-				s.lastErr.Store(&err)
+				last := err // only this copy escapes
+				s.lastErr.Store(&last)
 				done++
 			}
 		}
