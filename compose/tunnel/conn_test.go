@@ -373,3 +373,34 @@ func BenchmarkLoopbackThroughput(b *testing.B) {
 	fabric.Close()
 	<-done
 }
+
+// A host whose fabric is not listening gets no error on its socket: it
+// keeps reading whatever else arrives (an unconnected socket hears no
+// ICMP port-unreachable).
+func TestHostSocketSurvivesAbsentFabric(t *testing.T) {
+	gone, _ := Listen("127.0.0.1:0")
+	addr := gone.LocalAddr()
+	gone.Close()
+	host, err := Dial(addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	for range 3 {
+		if _, err := host.WriteBatch([]Message{{Buf: []byte("hello?")}}); err != nil {
+			t.Fatalf("write to an absent fabric: %v", err)
+		}
+	}
+	other, _ := Listen("127.0.0.1:0")
+	defer other.Close()
+	time.Sleep(10 * time.Millisecond) // let any ICMP errors come back first
+	if _, err := other.WriteBatch([]Message{{Buf: []byte("later"), Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), host.LocalAddr().Port())}}); err != nil {
+		t.Fatal(err)
+	}
+	ms := []Message{{Buf: make([]byte, 64)}}
+	host.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := host.ReadBatch(ms)
+	if err != nil || n != 1 || string(ms[0].Buf[:ms[0].N]) != "later" {
+		t.Fatalf("read after writing to an absent fabric: %d %q %v", n, ms[0].Buf[:ms[0].N], err)
+	}
+}
