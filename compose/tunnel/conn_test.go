@@ -210,11 +210,22 @@ func TestDualStackAnswer(t *testing.T) {
 }
 
 func TestConnAddressErrors(t *testing.T) {
-	for _, a := range []string{"", "localhost", "127.0.0.1", "300.0.0.1:0", "127.0.0.1:99999"} {
+	for _, a := range []string{"", "localhost", "127.0.0.1", "300.0.0.1:0", "127.0.0.1:99999", "127.0.0.1:-1"} {
 		if c, err := Listen(a); err == nil {
 			c.Close()
 			t.Errorf("Listen(%q) accepted", a)
 		}
+	}
+	for _, a := range []string{":0", "localhost:0", "0.0.0.0:0"} {
+		c, err := Listen(a)
+		if err != nil {
+			t.Errorf("Listen(%q): %v", a, err)
+			continue
+		}
+		if c.LocalAddr().Port() == 0 {
+			t.Errorf("Listen(%q): no port", a)
+		}
+		c.Close()
 	}
 	for _, a := range []string{"", "127.0.0.1", "127.0.0.1:0", "0.0.0.0:5000", "no-such-host.invalid:5000"} {
 		if c, err := Dial(a); err == nil {
