@@ -3,10 +3,13 @@ package labhost
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -193,6 +196,8 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		if errors.As(err, &pf) {
 			out.FailedPeer = pf.Host
 		}
+		// Tell the other members, whose watch ends their wait at once.
+		h.ex.put(id, abortItem, everyone, abortNote{Error: out.Error, FailedPeer: out.FailedPeer})
 		h.log.Printf("collective %s: %v", id, err)
 		return out
 	}
@@ -229,7 +234,7 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		}
 		remote[r] = b
 	}
-	watch := h.watchPeers(ctx, run.others)
+	watch := h.watchPeers(ctx, id, run.others)
 	defer watch.stop()
 	for it := 0; it < run.warmup+run.iters; it++ {
 		if it > 0 {
@@ -341,9 +346,10 @@ func (c *connector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
 	return ends, nil
 }
 
-// peerWatch notices a member whose API stopped answering (its process
-// died) while an iteration runs, so the collective ends naming it at
-// once rather than at the deadline.
+// peerWatch notices, while the iterations run, a member whose API stopped
+// answering (its process died) or whose rank failed (it published its
+// error), so the collective ends naming it at once rather than at the
+// deadline.
 type peerWatch struct {
 	mu     sync.Mutex
 	err    error
@@ -363,7 +369,17 @@ func (w *peerWatch) stop() { w.cancel(); w.wg.Wait() }
 // members' APIs still answer.
 const PeerWatchPeriod = 250 * time.Millisecond
 
-func (h *Host) watchPeers(ctx context.Context, peers []labapi.Peer) *peerWatch {
+// abortItem is the exchange item a member that failed publishes (its
+// error), for the others' watch.
+const abortItem = "abort"
+
+// abortNote is the abort item: the member's error and whom it blames.
+type abortNote struct {
+	Error      string `json:"error"`
+	FailedPeer int    `json:"failed_peer"`
+}
+
+func (h *Host) watchPeers(ctx context.Context, id string, peers []labapi.Peer) *peerWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &peerWatch{cancel: cancel}
 	client := &http.Client{Timeout: 2 * time.Second}
@@ -380,22 +396,34 @@ func (h *Host) watchPeers(ctx context.Context, peers []labapi.Peer) *peerWatch {
 					return
 				case <-t.C:
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.API+labapi.HostHealthPath, nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.API+ExchangePath+url.PathEscape(id)+"/"+abortItem+"?for="+strconv.Itoa(h.id), nil)
 				resp, err := client.Do(req)
-				if err == nil {
+				var failure error
+				switch {
+				case err == nil:
+					var why abortNote
+					if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&why) == nil {
+						failure = &PeerFailure{p.Host, p.API, fmt.Errorf("its rank failed: %s", why.Error)}
+						if why.FailedPeer >= 0 && why.FailedPeer != h.id {
+							// It blames another member: so does this one.
+							failure = &PeerFailure{why.FailedPeer, "", fmt.Errorf("host %d's rank failed on it: %s", p.Host, why.Error)}
+						}
+					}
 					resp.Body.Close()
 					misses = 0
-					continue
-				}
-				if ctx.Err() != nil {
+				case ctx.Err() != nil:
 					return
+				default:
+					if misses++; misses >= 2 {
+						failure = &PeerFailure{p.Host, p.API, fmt.Errorf("stopped answering during the collective: %v", err)}
+					}
 				}
-				if misses++; misses < 2 {
+				if failure == nil {
 					continue
 				}
 				w.mu.Lock()
 				if w.err == nil {
-					w.err = &PeerFailure{p.Host, p.API, fmt.Errorf("stopped answering during the collective: %v", err)}
+					w.err = failure
 				}
 				w.mu.Unlock()
 				h.loop.Inject(func() {})

@@ -218,7 +218,7 @@ func TestAllreduceAcrossHostProcesses(t *testing.T) {
 	out := runAll(t, hs, rq)
 	t.Logf("allreduce over 4 host instances: %v wall", time.Since(start))
 	for i, r := range out {
-		t.Logf("host %d: %s", i, r.Row)
+		t.Logf("host %d: %s (lag %+v)", i, r.Row, hs[i].Health().Lag)
 		if r.Error != "" || !r.Verified || r.Wrong != 0 || r.FailedPeer != -1 {
 			t.Errorf("host %d: %+v", i, r)
 		}
@@ -266,7 +266,7 @@ func TestAllreduceAcrossHostProcesses(t *testing.T) {
 func TestKilledPeerIsNamed(t *testing.T) {
 	lab := testLab(t)
 	_, hs := startHosts(t, lab, 3)
-	rq := labapi.CollectiveRequest{ID: "kill1", Op: "allreduce", Size: "4M", Peers: members(hs), Iters: 50, TimeoutMs: 20000}
+	rq := labapi.CollectiveRequest{ID: "kill1", Op: "allreduce", Size: "1M", Peers: members(hs), Iters: 200, TimeoutMs: 20000}
 	out := make([]labapi.CollectiveResponse, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
