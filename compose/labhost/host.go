@@ -84,11 +84,10 @@ type Host struct {
 	sender     *tunnel.Sender
 	fabricAddr netip.AddrPort
 	fabricName string
-	txKey      *tunnel.Key // loop goroutine
-	rxKey      *tunnel.Key // reader goroutine
-	txSeq      []uint64    // per plane, loop goroutine
-	sealBuf    []byte      // loop goroutine
-	windows    []tunnel.Window
+	txKey      *tunnel.Key      // loop goroutine
+	rx         *tunnel.Receiver // reader goroutine
+	txSeq      []uint64         // per plane, loop goroutine
+	sealBuf    []byte           // loop goroutine
 	acked      []atomic.Bool
 	drops      tunnel.Counters
 	framesIn   atomic.Uint64
@@ -136,12 +135,13 @@ func New(o Options) (*Host, error) {
 		id: o.ID, lab: o.Lab, cl: cl, loop: cl.Loop, planes: cl.Topo.Planes, log: o.Log,
 		started: time.Now(), session: uint64(time.Now().UnixNano()),
 		fabricName: o.Fabric,
-		txKey:      tunnel.HostKey(o.Secret, o.ID), rxKey: tunnel.HostKey(o.Secret, o.ID),
-		work: make(chan func(), 64), done: make(chan struct{}),
+		txKey:      tunnel.HostKey(o.Secret, o.ID),
+		work:       make(chan func(), 64), done: make(chan struct{}),
 		ex: newExchange(), qps: newQPBook(),
 	}
 	h.txSeq = make([]uint64, h.planes)
-	h.windows = make([]tunnel.Window, h.planes)
+	h.rx = tunnel.NewReceiver(tunnel.ToHost, &h.drops)
+	h.rx.AddHost(tunnel.HostKey(o.Secret, o.ID))
 	h.acked = make([]atomic.Bool, h.planes)
 	h.sealBuf = make([]byte, 0, tunnel.HeaderLen+tunnel.TagLen+cl.Topo.Pool.LargeCap)
 	h.batches.New = func() any { return &rxBatch{} }

@@ -147,40 +147,18 @@ func (h *Host) readTunnel() {
 	}
 }
 
-// accept authenticates one frame from the fabric; a refused frame is
-// counted by reason.
+// accept authenticates one frame from the fabric (tunnel.Receiver:
+// direction, window, tag, in that order); a refused frame is counted by
+// reason.
 func (h *Host) accept(frame []byte) (tunnel.Header, []byte, bool) {
-	drop := func(err error) (tunnel.Header, []byte, bool) {
-		var de *tunnel.DropError
-		if errors.As(err, &de) {
-			h.drops.Drop(de.Reason)
-		} else {
-			h.drops.Drop(tunnel.Malformed)
-		}
+	hd, payload, err := h.rx.Receive(frame)
+	if err != nil {
 		return tunnel.Header{}, nil, false
 	}
-	hd, err := tunnel.Peek(frame)
-	if err != nil {
-		return drop(err)
-	}
-	switch {
-	case int(hd.Host) != h.id || int(hd.Plane) >= h.planes:
+	if int(hd.Plane) >= h.planes {
 		h.drops.Drop(tunnel.UnknownHost)
 		return tunnel.Header{}, nil, false
-	case hd.Dir != tunnel.ToHost:
-		h.drops.Drop(tunnel.WrongDir)
-		return tunnel.Header{}, nil, false
 	}
-	hd, payload, err := tunnel.Open(frame, h.rxKey)
-	if err != nil {
-		return drop(err)
-	}
-	w := &h.windows[hd.Plane]
-	if r := w.Check(hd.Session, hd.Seq); r != 0 {
-		h.drops.Drop(r)
-		return tunnel.Header{}, nil, false
-	}
-	w.Commit(hd.Session, hd.Seq)
 	return hd, payload, true
 }
 
