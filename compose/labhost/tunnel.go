@@ -102,6 +102,7 @@ func (b *rxBatch) run() {
 // hands data frames to the loop one batch per read.
 func (h *Host) readTunnel() {
 	const batch = 64
+	maxFrame := h.cl.Topo.Pool.LargeCap
 	ms := make([]tunnel.Message, batch)
 	for i := range ms {
 		ms[i].Buf = make([]byte, 65536)
@@ -127,7 +128,11 @@ func (h *Host) readTunnel() {
 			case tunnel.KindHelloAck:
 				h.helloAck(int(hd.Plane), payload)
 			case tunnel.KindData:
-				if int(hd.WireLen) < len(payload) {
+				// As the fabric checks what it takes: a whole Ethernet
+				// header, a frame the pool holds, a wire length that
+				// counts at least the bytes and the FCS.
+				if len(payload) < fabric.EthHeaderLen || len(payload) > maxFrame ||
+					int64(hd.WireLen) < int64(len(payload)+fabric.FCSLen) || int64(hd.WireLen) > int64(maxFrame+fabric.FCSLen) {
 					h.drops.Drop(tunnel.Malformed)
 					continue
 				}
