@@ -38,6 +38,12 @@ const (
 	MaxWarmup          = 100
 	DefaultTimeout     = 30 * time.Second
 	MaxTimeout         = 10 * time.Minute
+	// MaxRegisteredBytes bounds what one host registers over its life:
+	// every run registers its own send, receive and scratch buffers and
+	// makes its own QPs (the engine has no deregistration), so a host is
+	// for tens of runs, not thousands; a run beyond the budget is refused
+	// (restart the host to reclaim it).
+	MaxRegisteredBytes = 4 << 30
 	maxIDLen           = 128
 )
 
@@ -158,6 +164,13 @@ func (h *Host) serveCollective(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.ex.open(rq.ID); err != nil {
 		writeError(w, http.StatusConflict, err)
+		return
+	}
+	if need := 3 * run.size; h.registered.Add(need) > MaxRegisteredBytes {
+		h.registered.Add(-need)
+		h.ex.finish(rq.ID)
+		writeError(w, http.StatusInsufficientStorage, fmt.Errorf("size: %s needs %s of buffers, and this host has registered %s of its %s budget (MaxRegisteredBytes; restart it to reclaim)",
+			rq.Size, units.FormatBytes(need), units.FormatBytes(h.registered.Load()), units.FormatBytes(MaxRegisteredBytes)))
 		return
 	}
 	resp := make(chan labapi.CollectiveResponse, 1)

@@ -102,6 +102,8 @@ type Host struct {
 	qps   *qpBook // loop goroutine
 	lag   lagRing
 	stats hostStats
+	// registered is what the runs accepted so far register (3 × size each).
+	registered atomic.Uint64
 
 	// driver
 	work     chan func()
@@ -187,7 +189,7 @@ func New(o Options) (*Host, error) {
 		go func() { defer h.bg.Done(); h.bridge.readLoop() }()
 	}
 	go h.drive()
-	h.log.Printf("host %d: fabric %s, API %s, tunnel %s, %s, %s", h.id, o.Fabric, h.APIAddr(), h.TunnelAddr(),
+	h.log.Printf("fabric %s, API %s, tunnel %s, %s, %s", o.Fabric, h.APIAddr(), h.TunnelAddr(),
 		cfg.Transport.Kind, o.Lab.Scaling)
 	return h, nil
 }

@@ -200,6 +200,13 @@ func TestCollectiveRequestValidation(t *testing.T) {
 			t.Errorf("%s: HTTP %d %q, want 400 naming %q", c.name, st, e.Error, c.field)
 		}
 	}
+	// Past the registration budget: refused, naming the size.
+	h.registered.Store(MaxRegisteredBytes - 1<<20)
+	st, body := post(t, h.APIAddr(), good)
+	if st != http.StatusInsufficientStorage || !strings.Contains(string(body), `"size: 1M needs 3M`) {
+		t.Errorf("beyond the budget: HTTP %d %s, want 507 naming the size", st, body)
+	}
+	h.registered.Store(0)
 	for _, body := range []string{"", "{", `{"id":"x","bogus":1}`, `[1,2]`, `{"id":"x"} {"id":"y"}`} {
 		resp, err := http.Post("http://"+h.APIAddr()+labapi.HostCollectivesPath, "application/json", strings.NewReader(body))
 		if err != nil {
