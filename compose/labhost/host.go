@@ -88,7 +88,8 @@ type Host struct {
 	rx         *tunnel.Receiver // reader goroutine
 	txSeq      []uint64         // per plane, loop goroutine
 	sealBuf    []byte           // loop goroutine
-	acked      []atomic.Bool
+	lastAck    []atomic.Int64   // per plane: wall time (Unix ns) of the last HelloAck
+	helloEvery time.Duration
 	drops      tunnel.Counters
 	framesIn   atomic.Uint64
 	framesOut  atomic.Uint64
@@ -144,7 +145,8 @@ func New(o Options) (*Host, error) {
 	h.txSeq = make([]uint64, h.planes)
 	h.rx = tunnel.NewReceiver(tunnel.ToHost, &h.drops)
 	h.rx.AddHost(tunnel.HostKey(o.Secret, o.ID))
-	h.acked = make([]atomic.Bool, h.planes)
+	h.lastAck = make([]atomic.Int64, h.planes)
+	h.helloEvery = o.Keepalive
 	h.sealBuf = make([]byte, 0, tunnel.HeaderLen+tunnel.TagLen+cl.Topo.Pool.LargeCap)
 	h.batches.New = func() any { return &rxBatch{} }
 	h.lag.init(4096)
@@ -218,15 +220,22 @@ func (h *Host) TunnelAddr() string { return h.conn.LocalAddr().String() }
 // it only through the API or before traffic flows).
 func (h *Host) Cluster() *cluster.Cluster { return h.cl }
 
-// Up reports whether every plane has had a HelloAck from the fabric.
+// Up reports whether every plane has had a HelloAck from the fabric
+// within the last AckLapse keepalive periods (a fabric that stopped
+// answering makes the host "starting" again).
 func (h *Host) Up() bool {
-	for i := range h.acked {
-		if !h.acked[i].Load() {
+	since := time.Now().UnixNano() - AckLapse*int64(h.helloEvery)
+	for i := range h.lastAck {
+		if h.lastAck[i].Load() < since {
 			return false
 		}
 	}
 	return true
 }
+
+// AckLapse is how many keepalive periods without a HelloAck on a plane
+// make a host no longer up.
+const AckLapse = 3
 
 // Drops returns the tunnel drop counters.
 func (h *Host) Drops() *tunnel.Counters { return &h.drops }

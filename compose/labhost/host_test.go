@@ -129,6 +129,12 @@ func TestHostsAttachAndReportHealth(t *testing.T) {
 	if f.drops.Dropped(tunnel.Digest) != 0 || f.drops.Dropped(tunnel.BadTag) != 0 {
 		t.Fatalf("fabric drops %v", f.drops.Snapshot())
 	}
+	// The fabric goes away: the host is no longer up.
+	f.Close()
+	waitFor(t, 10*time.Second, "host 1 no longer up without a fabric", func() bool { return !hs[1].Up() })
+	if hh := hs[1].Health(); hh.State != "starting" {
+		t.Fatalf("health without a fabric: %+v", hh)
+	}
 }
 
 func TestHostWithOtherDigestStaysStarting(t *testing.T) {

@@ -176,7 +176,9 @@ func (h *Host) helloAck(plane int, digest []byte) {
 		})
 		return
 	}
-	if !h.acked[plane].Swap(true) && h.Up() {
+	wasUp := h.Up()
+	h.lastAck[plane].Store(time.Now().UnixNano())
+	if !wasUp && h.Up() {
 		h.log.Printf("up: the fabric answered on all %d plane(s)", h.planes)
 	}
 }
