@@ -45,6 +45,55 @@ type Connector interface {
 	Connect(local, remote, n int) ([]cluster.QPEnd, error)
 }
 
+// Exchange swaps the attributes of a connection's QPs with the process of
+// host remote: it publishes mine (host local's ends, by QP index) and
+// returns the peer's ends, by the same index. It may block until the peer
+// has published.
+type Exchange func(local, remote int, mine []verbs.QPAttrs) (theirs []verbs.QPAttrs, err error)
+
+// ExchangeConnector is the Connector of a process that reaches its peers
+// through x: for each connection it makes this host's n ends with
+// cluster.NewEnd, swaps their Attrs through x, and connects end i to the
+// peer's end i with cluster.ConnectEnd (the peer's process does the same
+// with the roles reversed: both sides make their ends alike, so a
+// single-plane transport's QP i is on the same plane at both ends).
+func ExchangeConnector(c *cluster.Cluster, x Exchange) Connector {
+	return &exchangeConnector{c: c, x: x}
+}
+
+type exchangeConnector struct {
+	c *cluster.Cluster
+	x Exchange
+}
+
+func (e *exchangeConnector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
+	ends := make([]cluster.QPEnd, n)
+	mine := make([]verbs.QPAttrs, n)
+	for i := range n {
+		end, err := e.c.NewEnd(local, remote, i)
+		if err != nil {
+			return nil, err
+		}
+		ends[i], mine[i] = end, end.Attrs()
+	}
+	theirs, err := e.x(local, remote, mine)
+	if err != nil {
+		return nil, fmt.Errorf("exchanging QPs with host %d: %w", remote, err)
+	}
+	if len(theirs) != n {
+		return nil, fmt.Errorf("host %d published %d QP(s) for the connection, want %d", remote, len(theirs), n)
+	}
+	for i, a := range theirs {
+		if a.Host != remote {
+			return nil, fmt.Errorf("host %d published QP %d as host %d's", remote, i, a.Host)
+		}
+		if err := e.c.ConnectEnd(ends[i], a); err != nil {
+			return nil, err
+		}
+	}
+	return ends, nil
+}
+
 // BufferInfo describes a registered buffer to a process that writes into
 // it from another process: its address, remote key and length.
 type BufferInfo struct {
@@ -140,6 +189,14 @@ type Prepared struct {
 // rule as Run. o.Warmup iterations are not timed; o.Iters is how many
 // timed ones the process means to run (reported by a DeadlineError);
 // o.Deadline and o.Before are not used: Start takes the deadline.
+//
+// Prepare creates QPs and registers memory on the cluster: call it where
+// the loop's state may be touched — on the loop goroutine while the loop
+// is not running (between RunWhile calls), or before it first runs — and
+// not from inside an event, since the Connector may block there. A later
+// Prepare may register larger buffers (publish its Local anew) and
+// retires this one (its Start is refused); connections already made are
+// reused.
 func (m *Comm) Prepare(a *Algorithm, size uint64, o RunOptions) (*Prepared, error) {
 	if m.Loop == nil {
 		return nil, fmt.Errorf("collectives: Prepare needs a cluster on one loop (not partitioned)")
