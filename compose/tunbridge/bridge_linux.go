@@ -285,7 +285,8 @@ func nsLabel(o Options) string {
 
 // Read reads one IPv6 packet the namespace sent into the device; it
 // blocks until there is one or the bridge is closed. A p shorter than the
-// packet gets its first len(p) bytes; len(p) ≥ the MTU never truncates.
+// packet gets its first len(p) bytes and the rest is lost; len(p) ≥ the
+// MTU never truncates.
 func (b *Bridge) Read(p []byte) (int, error) {
 	return b.file.Read(p)
 }
