@@ -144,6 +144,11 @@ func newLabUpCmd(dir *string) *cobra.Command {
 				return usageError(fmt.Errorf("--config: %v", err))
 			}
 		}
+		// The config as given (before the lab scales it), so that a
+		// problem is reported against the flag typed (--hosts 6).
+		if _, err := loadConfigFrom(path, append(pre, sets...)); err != nil {
+			return usageError(flagConfigError(cmd, err))
+		}
 		bps, _ := units.ParseSpeed(speed) // checked by the flag's range
 		exe, err := os.Executable()
 		if err != nil {

@@ -62,9 +62,9 @@ func (e *CollectiveFailedError) Error() string {
 	return fmt.Sprintf("collective failed on %s: %s", strings.Join(names, ", "), strings.Join(e.Reasons, "; "))
 }
 
-// checkCollective validates o against st (an *InvalidError when not) and
-// fills the defaults.
-func checkCollective(st *State, o *CollectiveOptions) error {
+// CheckCollective validates o's flags, before any lab is read (an
+// *InvalidError when one is wrong).
+func CheckCollective(o *CollectiveOptions) error {
 	op, err := collectives.ParseOp(o.Op)
 	if err != nil {
 		return invalid("--op: %v", err)
@@ -88,6 +88,11 @@ func checkCollective(st *State, o *CollectiveOptions) error {
 	if o.Timeout <= 0 || o.Timeout > MaxCollectiveTimeout {
 		return invalid("--timeout: %s; must be in (0s, %s]", o.Timeout, MaxCollectiveTimeout)
 	}
+	return nil
+}
+
+// checkMembers validates o.Hosts against the lab (nil: every host).
+func checkMembers(st *State, o *CollectiveOptions) error {
 	if len(o.Hosts) == 0 {
 		o.Hosts = st.hostsOf()
 	}
@@ -124,11 +129,14 @@ const answerMargin = 15 * time.Second
 // rank verified) and each failed rank's error to errOut. A failed rank is
 // a *CollectiveFailedError naming the hosts to blame.
 func RunCollective(ctx context.Context, dir string, o CollectiveOptions, out, errOut io.Writer) ([]RankOutcome, error) {
+	if err := CheckCollective(&o); err != nil {
+		return nil, err
+	}
 	st, _, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCollective(st, &o); err != nil {
+	if err := checkMembers(st, &o); err != nil {
 		return nil, err
 	}
 	req := labapi.CollectiveRequest{ID: newRunID(), Op: o.Op, Algorithm: o.Algo, Size: o.Size,

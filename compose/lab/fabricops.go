@@ -38,16 +38,16 @@ func refused(err error) error {
 // applies it from now on, and prints its summary.
 func Fault(ctx context.Context, dir, planFile string, out io.Writer) (labapi.FaultResponse, error) {
 	var fr labapi.FaultResponse
-	st, _, err := Open(dir)
-	if err != nil {
-		return fr, err
-	}
 	plan, err := os.ReadFile(planFile)
 	if err != nil {
 		return fr, invalid("PLAN: %v", err)
 	}
 	if len(strings.TrimSpace(string(plan))) == 0 {
 		return fr, invalid("PLAN %s: empty (a fault plan is YAML with events: see docs/faults.md)", planFile)
+	}
+	st, _, err := Open(dir)
+	if err != nil {
+		return fr, err
 	}
 	fab, err := fabricOf(st)
 	if err != nil {
