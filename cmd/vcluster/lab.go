@@ -79,6 +79,11 @@ func planeSpeed() flagCheck {
 	}}
 }
 
+// setsKey reports whether one of the --set values sets key.
+func setsKey(sets []string, key string) bool {
+	return slices.ContainsFunc(sets, func(kv string) bool { return strings.HasPrefix(strings.TrimSpace(kv), key+"=") })
+}
+
 // labWait is the range of the bounded waits (--timeout of up and restart).
 func labWait() flagCheck { return durationIn(0, 30*time.Minute, true) }
 
@@ -134,8 +139,15 @@ func newLabUpCmd(dir *string) *cobra.Command {
 			pre = append(pre, "fabric.preset=C")
 		}
 		if hosts != 0 {
-			if slices.ContainsFunc(sets, func(kv string) bool { return strings.HasPrefix(strings.TrimSpace(kv), "fabric.hosts=") }) {
+			if setsKey(sets, "fabric.hosts") {
 				return usageError(errors.New("--hosts: conflicts with --set fabric.hosts=…; give one of them"))
+			}
+			// Fewer hosts than the cluster puts under one T0 share one
+			// T0 (a lab of 2 on preset C), unless the config says how
+			// many a T0 takes.
+			if base, err := loadConfigFrom(path, append(slices.Clone(pre), sets...)); err == nil &&
+				hosts < base.Fabric.HostsPerT0 && !setsKey(sets, "fabric.hostsPerT0") {
+				pre = append(pre, "fabric.hostsPerT0="+strconv.Itoa(hosts))
 			}
 			pre = append(pre, "fabric.hosts="+strconv.Itoa(hosts))
 		}

@@ -38,6 +38,9 @@ func TestLabBadFlagsExit2(t *testing.T) {
 		{[]string{"lab", "up", "--config", "/nonexistent/lab.yaml"}, "--config: "},
 		{[]string{"lab", "up", "--set", "fabric.planes=0"}, "fabric.planes"},
 		{[]string{"lab", "up", "--tun-netns", "vcluster-no-such-ns"}, "--tun-netns: item 0: no network namespace"},
+		// 2 hosts on preset C (4 per T0) share one T0: the config is
+		// fine, and the next check is the one that refuses.
+		{[]string{"lab", "up", "--preset", "C", "--hosts", "2", "--tun-netns", "vcluster-no-such-ns"}, "--tun-netns: item 0: no network namespace"},
 		{[]string{"lab", "up", "extra"}, "unknown command"},
 		{[]string{"lab", "ps", "--set", "fabric.planes=2"}, "--set: lab ps takes no config"},
 		{[]string{"lab", "ps"}, "--dir: no lab in"},

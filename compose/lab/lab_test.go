@@ -138,7 +138,8 @@ func TestUpRefusals(t *testing.T) {
 		{"bad set", func(o *UpOptions) { o.Sets = append(o.Sets, "fabric.planes=0") }, "fabric.planes"},
 		{"too many hosts", func(o *UpOptions) { o.Sets = []string{"fabric.preset=C", "fabric.hosts=128", "fabric.t0PerPlane=32"} }, "--hosts: the config has 128 hosts; a process lab runs 1..64"},
 		{"netns count", func(o *UpOptions) { o.TunNetns = []string{"a", "b", "c", "d", "e"} }, "--tun-netns: 5 namespaces for 4 hosts"},
-		{"netns name", func(o *UpOptions) { o.TunNetns = []string{"a/b"} }, "is not a namespace name"},
+		{"netns name", func(o *UpOptions) { o.TunNetns = []string{"a b"} }, "is not a namespace name"},
+		{"netns path", func(o *UpOptions) { o.TunNetns = []string{"/nonexistent/ns"} }, "no network namespace file /nonexistent/ns"},
 		{"netns missing", func(o *UpOptions) { o.TunNetns = []string{"vcluster-no-such-ns"} }, `no network namespace "vcluster-no-such-ns"`},
 		{"missing config", func(o *UpOptions) { o.Config = "/nonexistent/lab.yaml" }, "/nonexistent/lab.yaml"},
 	} {

@@ -96,11 +96,17 @@ func CheckUp(o UpOptions) (labspec.Lab, error) {
 		if ns == "" {
 			continue
 		}
+		if strings.Contains(ns, "/") { // a namespace file's path
+			if _, err := os.Stat(ns); err != nil {
+				return labspec.Lab{}, invalid("--tun-netns: item %d: no network namespace file %s (%v)", i, ns, err)
+			}
+			continue
+		}
 		if !netnsName.MatchString(ns) {
-			return labspec.Lab{}, invalid("--tun-netns: item %d %q is not a namespace name (1..64 of A-Z a-z 0-9 _ . -)", i, ns)
+			return labspec.Lab{}, invalid("--tun-netns: item %d %q is not a namespace name (1..64 of A-Z a-z 0-9 _ . -) nor a path", i, ns)
 		}
 		if _, err := os.Stat(filepath.Join(NetnsDir, ns)); err != nil {
-			return labspec.Lab{}, invalid("--tun-netns: item %d: no network namespace %q (%s; create it with ip netns add %s)", i, ns, err, ns)
+			return labspec.Lab{}, invalid("--tun-netns: item %d: no network namespace %q (%v; create it with ip netns add %s)", i, ns, err, ns)
 		}
 	}
 	return lab, nil
@@ -246,7 +252,9 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	if err := waitHostsUp(ctx, o.Runtime, st, st.hostsOf(), o.HealthTimeout); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(out, "lab up in %s: 1 fabric + %d hosts, runtime %s, %d planes, transport %s\n", dir, st.Hosts, st.Runtime, st.Planes, st.Transport)
+	f := lab.Config.Fabric
+	fmt.Fprintf(out, "lab up in %s: 1 fabric + %d hosts, runtime %s, transport %s\n", dir, st.Hosts, st.Runtime, st.Transport)
+	fmt.Fprintf(out, "topology: %s, %d planes × %d T0 (%d hosts each) × %d T1\n", f.Topology, f.Planes, f.T0PerPlane, f.HostsPerT0, f.T1PerPlane)
 	fmt.Fprintf(out, "scaling: %s\n", st.Scaling)
 	writePs(ctx, out, o.Runtime, st)
 	fmt.Fprintf(out, "logs in %s; stop it with: vcluster lab down --dir %s\n", filepath.Join(dir, LogDir), dir)
