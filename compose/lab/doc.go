@@ -20,6 +20,6 @@
 //	logs/NAME.log     each process's stdout and stderr (kept by lab down)
 //
 // It may read the wall clock (it is compose/), and imports compose/labspec,
-// compose/labapi, config, collectives (names, the nccl-tests table) and
-// units.
+// compose/labapi, compose/tunnel (the lab secret), config, collectives
+// (names, the nccl-tests table), sim (a Result's time) and units.
 package lab

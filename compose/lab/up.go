@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/compose/labspec"
+	"github.com/vcluster/vcluster/compose/tunnel"
 	"github.com/vcluster/vcluster/units"
 )
 
@@ -134,16 +134,6 @@ func checkNoLab(dir string, rt Runtime) error {
 	return nil
 }
 
-// newSecret is a fresh lab secret as tunnel.NewSecret makes it: 32
-// random bytes as 64 hex characters and a newline.
-func newSecret() ([]byte, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, err
-	}
-	return []byte(hex.EncodeToString(b) + "\n"), nil
-}
-
 // Up starts a lab: it checks everything first (CheckUp, no lab running in
 // o.Dir), writes a fresh secret, starts the fabric, then every host, and
 // waits until each host is up. It records the lab in state.json as it
@@ -181,7 +171,7 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		Hosts: lab.Config.Fabric.Hosts, Planes: lab.Config.Fabric.Planes, Transport: lab.Config.Transport.Kind,
 		Digest: hex.EncodeToString(lab.Digest[:]), Scaling: lab.Scaling,
 	}
-	secret, err := newSecret()
+	secret, err := tunnel.NewSecret()
 	if err != nil {
 		return nil, err
 	}
