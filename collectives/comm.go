@@ -26,6 +26,15 @@ type Options struct {
 	NoCheck bool
 	// Trace records every rank's steps for WriteTrace.
 	Trace bool
+	// Local lists the hosts whose ranks run in this process (a lab host
+	// runs its own); the others' ranks run elsewhere and are known here
+	// by their buffers' descriptors only. nil means every rank runs here.
+	// With Local set the communicator runs through Prepare and Start
+	// (remote.go), not Run.
+	Local []int
+	// Connector makes the connections to ranks elsewhere; required when
+	// Local is set.
+	Connector Connector
 }
 
 // Comm is a communicator: ranks on virtual hosts, their registered
@@ -56,6 +65,13 @@ type Comm struct {
 	running atomic.Int64 // ranks still busy (decremented on their partitions)
 	failed  atomic.Bool  // some rank recorded an error
 	end     sim.Time     // when the last rank of the latest wait finished
+
+	// split is set when some ranks run elsewhere (Options.Local).
+	split bool
+	// watch, when set (Start), hears every rank finishing or failing.
+	watch func()
+	// prepared is the collective Prepare made ready last.
+	prepared *Prepared
 }
 
 // channel is one QP from a rank to a peer.
@@ -91,6 +107,9 @@ type rank struct {
 	err      error    // the rank's first failure in this phase
 	errAt    sim.Time
 	events   []traceEvent // trace events, on a partitioned cluster
+
+	remote  bool    // runs in another process: only its buffers' descriptors are known
+	pending []int32 // with Start: writes in flight by peer comm rank
 }
 
 type sendRec struct {
@@ -126,6 +145,9 @@ func New(c *cluster.Cluster, opt Options) (*Comm, error) {
 		}
 		seen[h] = true
 		m.ranks = append(m.ranks, &rank{id: i, host: h, loop: c.Hosts[h].Loop(), peers: map[int][]channel{}, arrived: map[uint64]int32{}})
+	}
+	if err := m.setLocal(opt.Local, opt.Connector); err != nil {
+		return nil, err
 	}
 	if opt.Trace {
 		m.trace = newTrace(m)
@@ -267,6 +289,9 @@ func (m *Comm) fail(r *rank, err error) {
 	if r.err == nil {
 		r.err, r.errAt = err, r.loop.Now()
 		m.failed.Store(true)
+		if m.watch != nil {
+			m.watch()
+		}
 	}
 }
 
@@ -298,7 +323,11 @@ func (m *Comm) completionError(r *rank, peer int, t verbs.Transport, x verbs.Com
 func (m *Comm) handler(r *rank, peer int, t verbs.Transport) func(verbs.Completion) {
 	return func(x verbs.Completion) {
 		if x.Status != verbs.StatusOK {
-			m.fail(r, m.completionError(r, peer, t, x))
+			err := m.completionError(r, peer, t, x)
+			if q := m.prepared; q != nil && m.watch != nil {
+				err = q.peerError(r, peer, err) // an iteration of Start: name the peer
+			}
+			m.fail(r, err)
 		}
 		if x.Op == verbs.OpRecvImm {
 			r.arrived[key(peer, x.Imm)]++
@@ -309,6 +338,9 @@ func (m *Comm) handler(r *rank, peer int, t verbs.Transport) func(verbs.Completi
 			return
 		}
 		r.inflight--
+		if r.pending != nil {
+			r.pending[peer]--
+		}
 		if m.trace != nil {
 			if s, ok := r.sends[x.WRID]; ok {
 				delete(r.sends, x.WRID)
@@ -353,6 +385,9 @@ func (m *Comm) finishCheck(r *rank) {
 		m.running.Add(-1)
 		if m.trace != nil {
 			m.trace.span(r, r.label, r.start, r.end, nil)
+		}
+		if m.watch != nil {
+			m.watch()
 		}
 	}
 }
@@ -450,8 +485,14 @@ func (m *Comm) post(r *rank, s *Step) error {
 		r.sends[wr.ID] = sendRec{at: r.loop.Now(), peer: peer, tag: s.Tag, n: s.Len}
 	}
 	r.inflight++
+	if r.pending != nil {
+		r.pending[peer]++
+	}
 	if err := ch.e.Post(ch.qpn, wr); err != nil {
 		r.inflight--
+		if r.pending != nil {
+			r.pending[peer]--
+		}
 		return fmt.Errorf("collectives: rank %d → rank %d: post: %w", r.id, peer, err)
 	}
 	return nil

@@ -167,6 +167,9 @@ func (m *Comm) Run(a *Algorithm, size uint64, o RunOptions) (Result, error) {
 // its own instance of the collective; plan rank i of a group is comm rank
 // group[i]). Times are from the launch to the last rank of any group.
 func (m *Comm) runOn(a *Algorithm, groups [][]int, size uint64, o RunOptions) (Result, error) {
+	if m.split {
+		return Result{}, errSplit
+	}
 	n := len(groups[0])
 	o.Iters = max(o.Iters, 1)
 	if o.Root < 0 || o.Root >= n {

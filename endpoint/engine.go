@@ -3,6 +3,7 @@ package endpoint
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"slices"
 	"time"
 
@@ -696,4 +697,22 @@ func (e *Engine) pathCmd(peer, plane, choice int, deny bool) int {
 	}
 	e.pump()
 	return n
+}
+
+// ConnectOne connects transport t of engine e (already added with AddQP)
+// to a peer QP that lives elsewhere — another process, reached through
+// the tunnels of a lab: local describes this side (Host and QPN are
+// filled from e and t), remote the peer as it published itself. It is one
+// side of Connect, the engine's path denylist included (applyDenied); the
+// peer's process does the other side with the attributes reversed.
+func ConnectOne(e *Engine, t verbs.Transport, local, remote verbs.QPAttrs) error {
+	if t == nil || e.QP(t.QPN()) != t {
+		return errors.New("endpoint: ConnectOne: the transport is not a QP of the engine (AddQP it first)")
+	}
+	local.Host, local.QPN = e.Host(), t.QPN()
+	if err := t.Connect(local, remote); err != nil {
+		return err
+	}
+	e.applyDenied(t)
+	return nil
 }
