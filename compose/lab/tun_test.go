@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,26 +39,39 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 			t.Skipf("skipping: %s(8) is not installed: %v", tool, err)
 		}
 	}
-	bin := tunTestBinary(t)
 	nsA, nsB := tunTestNamespace(t, "a"), tunTestNamespace(t, "b")
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "lab")
+
+	// Two hosts under one T0 (plane-0 addresses in one /64), slow planes:
+	// a ping needs no bandwidth.
+	r := vcluster(t, 4*time.Minute, "lab", "up", "--dir", dir, "--runtime", "process",
+		"--preset", "C", "--hosts", "2", "--plane-speed", "100M", "--tun-netns", nsA+","+nsB)
+	t.Cleanup(func() {
+		st, err := LoadState(dir)
+		if err != nil {
+			return
+		}
+		if r := vcluster(t, time.Minute, "lab", "down", "--dir", dir); r.code != 0 {
+			t.Errorf("lab down: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		for _, p := range st.Processes {
+			if !waitGonePID(p.PID, 15*time.Second) {
+				t.Errorf("%s (pid %d) still exists after lab down", p.Name, p.PID)
+				syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+		}
+	})
+	if r.code != 0 {
+		t.Fatalf("lab up: exit %d\nstdout:\n%s\nstderr:\n%s\n%s", r.code, r.stdout, r.stderr, labLogs(dir))
+	}
+	st, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	up := exec.CommandContext(ctx, bin, "lab", "up", "--dir", dir, "--runtime", "process",
-		"--preset", "C", "--hosts", "2", "--tun-netns", nsA+","+nsB)
-	out, err := up.CombinedOutput()
-	t.Cleanup(func() {
-		down := exec.Command(bin, "lab", "down", "--dir", dir)
-		if out, err := down.CombinedOutput(); err != nil {
-			t.Errorf("lab down: %v\n%s", err, out)
-		}
-	})
-	if err != nil {
-		t.Fatalf("lab up: %v\n%s\n%s", err, out, tunTestLogs(dir))
-	}
-
-	addr0, addr1 := tunTestHostAddress(t, dir, "h0"), tunTestHostAddress(t, dir, "h1")
+	addr0, addr1 := tunTestHostAddress(t, st, "h0"), tunTestHostAddress(t, st, "h1")
 	before := tunTestICMP6(t, nsB)
 
 	// Wait until the path works (the first echo may race the hosts'
@@ -68,13 +82,13 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no echo reply from host 1 (%s) in namespace %s within 60s\n%s", addr1, nsA, tunTestLogs(dir))
+			t.Fatalf("no echo reply from host 1 (%s) in namespace %s within 60s\n%s", addr1, nsA, labLogs(dir))
 		}
 		time.Sleep(200 * time.Millisecond) // ping can fail at once (no route yet)
 	}
-	out, err = exec.CommandContext(ctx, "ip", "netns", "exec", nsA, "ping", "-6", "-c", "3", "-W", "5", addr1.String()).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", nsA, "ping", "-6", "-c", "3", "-W", "5", addr1.String()).CombinedOutput()
 	if err != nil {
-		t.Fatalf("ip netns exec %s ping -6 -c 3 -W 5 %s: %v\n%s\n%s", nsA, addr1, err, out, tunTestLogs(dir))
+		t.Fatalf("ip netns exec %s ping -6 -c 3 -W 5 %s: %v\n%s\n%s", nsA, addr1, err, out, labLogs(dir))
 	}
 	if n := tunTestReceived(t, out); n != 3 {
 		t.Errorf("ping got %d of 3 replies:\n%s", n, out)
@@ -95,26 +109,6 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 	if err != nil {
 		t.Errorf("ip netns exec %s ping -6 -c 2 -W 5 %s: %v\n%s", nsB, addr0, err, out)
 	}
-}
-
-// tunTestBinary builds the vcluster binary for this test.
-func tunTestBinary(t *testing.T) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	root, err := exec.Command(goTool, "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "vcluster")
-	build := exec.Command(goTool, "build", "-o", bin, "./cmd/vcluster")
-	build.Dir = filepath.Dir(strings.TrimSpace(string(root)))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vcluster: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // tunTestNamespace creates a named network namespace, deleted in Cleanup.
@@ -141,45 +135,28 @@ func tunTestNamespace(t *testing.T, suffix string) string {
 	return name
 }
 
-// tunTestHostAddress asks host name's API (from the lab's state file) for
-// its plane-0 address.
-func tunTestHostAddress(t *testing.T, dir, name string) netip.Addr {
+// tunTestHostAddress asks host name's API for its plane-0 address.
+func tunTestHostAddress(t *testing.T, st *State, name string) netip.Addr {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	p, ok := st.Process(name)
+	if !ok {
+		t.Fatalf("the lab's state has no %s: %v", name, st.Names())
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + p.API + "/v1/health")
 	if err != nil {
-		t.Fatalf("the lab's state: %v", err)
+		t.Fatalf("%s health: %v", name, err)
 	}
-	var state struct {
-		Processes []struct {
-			Name string `json:"name"`
-			API  string `json:"api"`
-		} `json:"processes"`
+	defer resp.Body.Close()
+	var h labapi.HostHealth
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("%s health: %v", name, err)
 	}
-	if err := json.Unmarshal(raw, &state); err != nil {
-		t.Fatalf("state.json: %v\n%s", err, raw)
+	a, err := netip.ParseAddr(h.Address)
+	if err != nil || !a.Is6() {
+		t.Fatalf("%s health: address %q is not an IPv6 address (%v)", name, h.Address, err)
 	}
-	for _, p := range state.Processes {
-		if p.Name != name {
-			continue
-		}
-		c := http.Client{Timeout: 10 * time.Second}
-		resp, err := c.Get("http://" + p.API + "/v1/health")
-		if err != nil {
-			t.Fatalf("%s health: %v", name, err)
-		}
-		defer resp.Body.Close()
-		var h labapi.HostHealth
-		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-			t.Fatalf("%s health: %v", name, err)
-		}
-		a, err := netip.ParseAddr(h.Address)
-		if err != nil || !a.Is6() {
-			t.Fatalf("%s health: address %q is not an IPv6 address (%v)", name, h.Address, err)
-		}
-		return a
-	}
-	t.Fatalf("state.json has no process %q:\n%s", name, raw)
-	return netip.Addr{}
+	return a
 }
 
 // tunTestICMP6 reads a namespace's ICMPv6 counters (/proc/net/snmp6).
@@ -216,21 +193,4 @@ func tunTestReceived(t *testing.T, out []byte) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
-}
-
-// tunTestLogs is the tail of every process log of the lab in dir.
-func tunTestLogs(dir string) string {
-	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
-	var b strings.Builder
-	for _, l := range logs {
-		raw, err := os.ReadFile(l)
-		if err != nil {
-			continue
-		}
-		if len(raw) > 3000 {
-			raw = raw[len(raw)-3000:]
-		}
-		fmt.Fprintf(&b, "--- %s (tail)\n%s\n", l, raw)
-	}
-	return b.String()
 }
