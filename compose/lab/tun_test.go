@@ -90,6 +90,7 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ip netns exec %s ping -6 -c 3 -W 5 %s: %v\n%s\n%s", nsA, addr1, err, out, labLogs(dir))
 	}
+	t.Logf("ip netns exec %s ping -6 -c 3 -W 5 %s:\n%s", nsA, addr1, out)
 	if n := tunTestReceived(t, out); n != 3 {
 		t.Errorf("ping got %d of 3 replies:\n%s", n, out)
 	}
