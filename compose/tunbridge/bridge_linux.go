@@ -108,11 +108,16 @@ func openNetNS(o Options) (netns.NsHandle, error) {
 		return netns.None(), fmt.Errorf("NetNS: %s: %w", path, err)
 	}
 	// A bind mount of a namespace is an nsfs inode; anything else (a
-	// plain file left behind by a deleted namespace) is not one.
+	// plain file left behind by a deleted namespace) is not one, and an
+	// nsfs inode may be another kind of namespace (/proc/PID/ns/mnt).
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(h), &st); err != nil || st.Type != unix.NSFS_MAGIC {
 		h.Close()
 		return netns.None(), fmt.Errorf("NetNS: %s is not a network namespace (not an nsfs file; was the namespace deleted?)", path)
+	}
+	if kind, err := unix.IoctlRetInt(int(h), unix.NS_GET_NSTYPE); err == nil && kind != unix.CLONE_NEWNET {
+		h.Close()
+		return netns.None(), fmt.Errorf("NetNS: %s is a namespace, but not a network namespace", path)
 	}
 	return h, nil
 }
