@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // needTUN skips only when the machine cannot do what the tests need.
 func needTUN(t *testing.T) {
 	t.Helper()
