@@ -105,6 +105,12 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 		t.Errorf("namespace %s sent %d echo replies, want ≥ 4", nsB, replies)
 	}
 
+	// A packet bigger than an Ethernet MTU crosses as well.
+	out, err = exec.CommandContext(ctx, "ip", "netns", "exec", nsA, "ping", "-6", "-c", "1", "-W", "5", "-s", "3000", addr1.String()).CombinedOutput()
+	if err != nil {
+		t.Errorf("ip netns exec %s ping -6 -c 1 -W 5 -s 3000 %s: %v\n%s", nsA, addr1, err, out)
+	}
+
 	// And the other way round.
 	out, err = exec.CommandContext(ctx, "ip", "netns", "exec", nsB, "ping", "-6", "-c", "2", "-W", "5", addr0.String()).CombinedOutput()
 	if err != nil {
