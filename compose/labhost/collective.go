@@ -224,10 +224,12 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 	if err != nil {
 		return fail(err)
 	}
+	t0 := time.Now()
 	p, err := m.Prepare(run.alg, run.size, collectives.RunOptions{Iters: run.iters, Warmup: run.warmup})
 	if err != nil {
 		return fail(err)
 	}
+	tPrep := time.Now()
 	// Every QP of this host is connected: peers may write now.
 	if err := h.ex.put(id, "buffers", everyone, p.Local()); err != nil {
 		return fail(err)
@@ -247,6 +249,7 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		}
 		remote[r] = b
 	}
+	tBuf := time.Now()
 	watch := h.watchPeers(ctx, id, run.others)
 	defer watch.stop()
 	for it := 0; it < run.warmup+run.iters; it++ {
@@ -282,6 +285,9 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		}
 	}
 	res := p.Result()
+	h.log.Printf("collective %s: %s/%s %s over %d ranks: connected in %v, buffers exchanged in %v, %d iteration(s) in %v",
+		id, run.alg.Op, run.alg.Name, units.FormatBytes(run.size), len(run.hosts), tPrep.Sub(t0).Round(time.Microsecond),
+		tBuf.Sub(tPrep).Round(time.Microsecond), run.warmup+run.iters, time.Since(tBuf).Round(time.Microsecond))
 	out.Bytes, out.Count, out.TimeNs, out.AlgBW, out.BusBW = res.Bytes, res.Count, int64(res.TimeNs), res.AlgBW, res.BusBW
 	out.Wrong = res.Wrong
 	out.Verified = res.Check == collectives.CheckOK

@@ -252,7 +252,7 @@ func (h *Host) Close() error {
 		case <-time.After(10 * time.Second):
 			h.log.Printf("driver did not stop within 10 s")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // answers in flight; a connection not yet used would hold Shutdown for 5 s
 		h.srv.Shutdown(ctx)
 		cancel()
 		h.srv.Close()
