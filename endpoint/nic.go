@@ -79,6 +79,9 @@ type NIC struct {
 	// cold ends of two ports, a cache miss each at a million-port scale.
 	eth   []byte
 	ethOK uint32
+	// bridge, when set (Host.SetBridge), takes the netstack-bound IPv6
+	// packets instead of netstack (bridge.go).
+	bridge *bridge
 }
 
 var (
@@ -193,6 +196,14 @@ func (n *NIC) sendStack(pkt *stack.PacketBuffer) {
 		skip = 0
 		dst = dst[copy(dst, b):]
 	}
+	n.route(p, off, size)
+}
+
+// route sends a frame whose IPv6 packet of size bytes is in place at off
+// (after the outer header's room in uSID mode): out of the port of its
+// destination's plane, with a flow label, the outer header and the
+// Ethernet header written.
+func (n *NIC) route(p *fabric.Packet, off, size int) {
 	ip := header.IPv6(p.Data[off:])
 	if ip[0]>>4 != 6 {
 		n.Counters.TxDropped++
@@ -342,6 +353,11 @@ func (n *NIC) Ingress(p *fabric.Packet, in *fabric.Port) {
 	if offL4+plen > len(d) {
 		// Elided payload cannot go up into netstack.
 		n.malformed(p)
+		return
+	}
+	if n.bridge != nil {
+		n.bridge.deliver(d[offIP : offL4+plen])
+		p.Release()
 		return
 	}
 	if n.disp == nil {

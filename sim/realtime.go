@@ -160,8 +160,12 @@ func (l *Loop) runRealtime(limit Time, cond func() bool) {
 		}
 		var due int64
 		var target Time
-		if l.q.len() > 0 && l.q.prepare(uint64(limit)) {
-			target = Time(l.q.last)
+		// minBound, not prepare: prepare moves the queue's floor to the
+		// next event's time, and an injection arriving while we sleep
+		// toward it (at the wall's now, earlier) would be clamped up to
+		// that time — a far timer would hold every injection back.
+		if l.q.len() > 0 && Time(l.q.minBound()) <= limit {
+			target = Time(l.q.minBound())
 		} else if limit == maxTime {
 			if cond == nil {
 				return // idle
@@ -182,7 +186,7 @@ func (l *Loop) runRealtime(limit Time, cond func() bool) {
 			}
 			return
 		}
-		e, ok := l.next(limit)
+		e, ok := l.next(target) // due now: the floor moves no later than the wall
 		if !ok {
 			continue
 		}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vcluster/vcluster/compose/labhost"
+	"github.com/vcluster/vcluster/compose/labspec"
+	"github.com/vcluster/vcluster/compose/tunnel"
+	"github.com/vcluster/vcluster/units"
+)
+
+func init() { extraCommands = append(extraCommands, newHostCmd) }
+
+// planeSpeedIn is --plane-speed: a speed with a unit within labspec's
+// bounds.
+func planeSpeedIn() flagCheck {
+	allowed := fmt.Sprintf("a speed in [%s, %s] (e.g. 100M, 1G, 10G)", units.FormatSpeed(labspec.MinPlaneBps), units.FormatSpeed(labspec.MaxPlaneBps))
+	return flagCheck{allowed, func(s string) error {
+		v, err := units.ParseSpeed(s)
+		if err != nil {
+			return fmt.Errorf("%s is not a speed; must be %s", s, allowed)
+		}
+		if v < labspec.MinPlaneBps || v > labspec.MaxPlaneBps {
+			return outOfRange(s, allowed)
+		}
+		return nil
+	}}
+}
+
+// hostAddrFlag checks a host:port flag (a port is required; the host may
+// be a name).
+func hostAddrFlag(flag, v string) error {
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		return usageError(fmt.Errorf("--%s: %q is not a host:port address (e.g. 127.0.0.1:7400)", flag, v))
+	}
+	return nil
+}
+
+// readyInfo is what --ready-file says once the host listens and serves.
+type readyInfo struct {
+	PID    int    `json:"pid"`
+	API    string `json:"api"`
+	Tunnel string `json:"tunnel"`
+}
+
+// writeReadyFile writes v as JSON to path atomically (a temporary file
+// in the same directory, then a rename).
+func writeReadyFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func newHostCmd() *cobra.Command {
+	var (
+		id                                                   int
+		fabricAddr, secretFile, api, speed, readyFile, netns string
+	)
+	cmd := &cobra.Command{
+		Use:   "host",
+		Short: "Run one virtual host of a lab (netstack, NIC, MRC/RoCE, collectives) against a running `vcluster fabric`",
+		Long: `host runs virtual host --id of the lab config (--config, --set, with links
+scaled to --plane-speed per plane) as a real process in real-time pacing. Its
+NIC ports reach the fabric process at --fabric over authenticated UDP
+tunnels (the lab's --secret-file), and it serves an HTTP API at --api:
+GET /v1/health, GET /v1/qps, POST /v1/collectives, GET /metrics.
+With --tun-netns NAME it also creates a TUN device in that network namespace
+with the host's plane-0 address: the namespace's kernel then answers for the
+host (ping, TCP) while RDMA stays on the virtual NIC.
+
+It runs until SIGINT or SIGTERM, then exits 0.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("id") {
+				return usageError(fmt.Errorf("--id: required; the host this process runs, in [0, fabric.hosts-1]"))
+			}
+			if secretFile == "" {
+				return usageError(fmt.Errorf("--secret-file: required; the lab's secret file (the same for the fabric and every host)"))
+			}
+			if err := hostAddrFlag("fabric", fabricAddr); err != nil {
+				return err
+			}
+			if err := hostAddrFlag("api", api); err != nil {
+				return err
+			}
+			if readyFile != "" {
+				if st, err := os.Stat(filepath.Dir(readyFile)); err != nil || !st.IsDir() {
+					return usageError(fmt.Errorf("--ready-file: %q: its directory does not exist", readyFile))
+				}
+			}
+			bps, err := units.ParseSpeed(speed) // checked when parsed
+			if err != nil {
+				return usageError(fmt.Errorf("--plane-speed: %v", err))
+			}
+			path, sets, err := configSources(cmd)
+			if err != nil {
+				return err
+			}
+			lab, err := labspec.Resolve(path, sets, bps)
+			if err != nil {
+				return usageError(flagConfigError(cmd, err))
+			}
+			if n := lab.Config.Fabric.Hosts; id >= n {
+				return usageError(fmt.Errorf("--id: %d is out of range; must be a host in [0, %d] (fabric.hosts is %d)", id, n-1, n))
+			}
+			secret, err := tunnel.LoadSecret(secretFile)
+			if err != nil {
+				return usageError(fmt.Errorf("--secret-file: %v", err))
+			}
+			stopsOnInterrupt()
+			h, err := labhost.New(labhost.Options{ID: id, Lab: lab, Fabric: fabricAddr, Secret: secret, API: api, TunNetNS: netns})
+			if err != nil {
+				if strings.HasPrefix(err.Error(), "--") {
+					return usageError(err)
+				}
+				return err
+			}
+			defer h.Close()
+			if readyFile != "" {
+				if err := writeReadyFile(readyFile, readyInfo{PID: os.Getpid(), API: h.APIAddr(), Tunnel: h.TunnelAddr()}); err != nil {
+					return fmt.Errorf("--ready-file: %v", err)
+				}
+			}
+			<-cmd.Context().Done()
+			return h.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&id, "id", 0, "the host this process runs (required), in [0, fabric.hosts-1]")
+	limit(f, "id", intIn(0, maxFlagHosts-1, "required"))
+	f.StringVar(&fabricAddr, "fabric", "127.0.0.1:7400", "the fabric's tunnel `address` (host:port)")
+	f.StringVar(&secretFile, "secret-file", "", "the lab's secret `file` (required; the fabric's)")
+	f.StringVar(&api, "api", "127.0.0.1:0", "HTTP API listen `address` (port 0: any; --ready-file says which)")
+	f.StringVar(&speed, "plane-speed", "1G", "host-link speed per plane the lab runs at (fabric links scaled alike)")
+	limit(f, "plane-speed", planeSpeedIn())
+	f.StringVar(&readyFile, "ready-file", "", "once listening and serving, write {\"pid\",\"api\",\"tunnel\"} JSON to this `file` (atomically)")
+	f.StringVar(&netns, "tun-netns", "", "open a TUN device with the host's plane-0 address in this network `namespace` (/run/netns/NAME or a path)")
+	return cmd
+}
