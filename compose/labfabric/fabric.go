@@ -268,7 +268,7 @@ func (f *Fabric) runLoop() {
 	// a 10 s log tick pending would hold every tunnel frame for up to
 	// 10 s). RunUntil never prepares past its limit, and an injection
 	// still wakes it at once: run in short slices.
-	for !f.stopping {
+	for !f.stopping && !sim.Interrupted() { // sim.Interrupt halts every loop
 		f.loop.RunUntil(f.loop.WallTime() + loopSlice)
 	}
 }
