@@ -536,3 +536,7 @@ func (l *logger) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// ResetLag clears the lag histogram (status and /metrics then describe
+// the events from now on; a benchmark measures one step at a time).
+func (f *Fabric) ResetLag() error { return f.Do(func() { f.lag = lagHist{} }) }
