@@ -23,14 +23,14 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 const wait = 10 * time.Second
 
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	lab   labspec.Lab
 	f     *Fabric
 	hosts []*SyntheticHost
 	api   string
 }
 
-func newRig(t *testing.T, planes []int, hosts int, sets ...string) *rig {
+func newRig(t testing.TB, planes []int, hosts int, sets ...string) *rig {
 	t.Helper()
 	lab, err := labspec.Resolve("", append([]string{"fabric.preset=C", "fabric.planes=2", "fabric.hosts=8"}, sets...), 1_000_000_000)
 	if err != nil {
