@@ -23,7 +23,7 @@ func init() { benchCommands = append(benchCommands, newBenchLabFabricCmd) }
 // benchLabSecret is the in-process lab's secret (nothing leaves loopback).
 var benchLabSecret = []byte("vcluster bench lab-fabric secret, loopback only")
 
-// labFrameSink is the offered load of one step: every host sends to the
+// labLoad is the offered load of one step: every host sends to the
 // next on every plane, round robin over planes.
 type labLoad struct {
 	hosts  []*labfabric.SyntheticHost
@@ -46,6 +46,7 @@ type labStep struct {
 	p50, p99, max  time.Duration
 	wall, cpu      time.Duration
 	fabricDrops    uint64
+	dropReasons    string
 	delivered      float64
 	keptUp, ok     bool
 }
@@ -123,8 +124,11 @@ func (l *labLoad) run(f *labfabric.Fabric, rate float64, d time.Duration, lagBou
 		return st, err
 	}
 	st.sent, st.received = sent.Load(), rx-rx0
-	for r, n := range s1.Drops {
-		st.fabricDrops += n - s0.Drops[r]
+	for _, r := range tunnel.Reasons() {
+		if n := s1.Drops[r.String()] - s0.Drops[r.String()]; n > 0 {
+			st.fabricDrops += n
+			st.dropReasons += fmt.Sprintf(" %s=%d", r, n)
+		}
 	}
 	st.p50, st.p99, st.max = time.Duration(s1.Lag.P50Ns), time.Duration(s1.Lag.P99Ns), time.Duration(s1.Lag.MaxNs)
 	if st.sent > 0 {
@@ -147,14 +151,14 @@ func printLabStep(w io.Writer, s labStep) {
 	}
 	fmt.Fprintf(w, "%12.0f %10d %10d %9.2f%% %8d %10v %10v %10v %9v %9v %5.0f%%  %s\n", s.rate, s.sent, s.received, 100*s.delivered, s.fabricDrops,
 		s.p50.Round(time.Microsecond), s.p99.Round(time.Microsecond), s.max.Round(time.Microsecond),
-		s.wall.Round(time.Millisecond), s.cpu.Round(time.Millisecond), 100*s.cpu.Seconds()/s.wall.Seconds(), verdict)
+		s.wall.Round(time.Millisecond), s.cpu.Round(time.Millisecond), 100*s.cpu.Seconds()/s.wall.Seconds(), verdict+s.dropReasons)
 }
 
 func newBenchLabFabricCmd() *cobra.Command {
 	var hosts, payload int
 	var duration, lagBound time.Duration
 	var planeSpeed string
-	var startRate float64
+	var startRate, maxRate float64
 	cmd := &cobra.Command{
 		Use:   "lab-fabric",
 		Short: "Lab fabric capacity: frames/s through `vcluster fabric`'s tunnels and real-time loop, and its lag at 70% of that",
@@ -168,6 +172,9 @@ reports the lag. CPU time is the whole process's (fabric and hosts).`,
 		Example: `  vcluster bench lab-fabric --hosts 8 --duration 5s`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxRate < startRate {
+				return usageError(fmt.Errorf("--max-rate %.0f is below --start-rate %.0f", maxRate, startRate))
+			}
 			bps, err := units.ParseSpeed(planeSpeed)
 			if err != nil {
 				return usageError(fmt.Errorf("--plane-speed: %w", err))
@@ -226,7 +233,7 @@ reports the lag. CPU time is the whole process's (fabric and hosts).`,
 			hdr := fmt.Sprintf("%12s %10s %10s %10s %8s %10s %10s %10s %9s %9s %6s  %s\n", "offered/s", "sent", "received", "delivered", "dropped", "lag p50", "lag p99", "lag max", "wall", "cpu", "cpu%", "")
 			fmt.Fprint(w, hdr)
 			capacity := 0.0
-			for rate := startRate; rate < 1e8; rate *= 1.5 {
+			for rate := startRate; rate <= maxRate; rate *= 1.5 {
 				if interrupted(cmd.Context()) {
 					return interruptedError("", "")
 				}
@@ -266,6 +273,8 @@ reports the lag. CPU time is the whole process's (fabric and hosts).`,
 	limit(fl, "payload", intIn(4, 8000, ""))
 	fl.Float64Var(&startRate, "start-rate", 2000, "first offered rate, frames/s")
 	limit(fl, "start-rate", floatIn(10, 1e7, false, "a rate", " frames/s"))
+	fl.Float64Var(&maxRate, "max-rate", 1e7, "stop stepping above this rate, frames/s")
+	limit(fl, "max-rate", floatIn(10, 1e8, false, "a rate", " frames/s"))
 	fl.StringVar(&planeSpeed, "plane-speed", "10G", "host-link speed per plane (the links must not be the bottleneck)")
 	limit(fl, "plane-speed", planeSpeedFlag())
 	return cmd

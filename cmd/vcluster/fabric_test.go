@@ -135,3 +135,24 @@ func TestFabricServesAndStops(t *testing.T) {
 		t.Errorf("start line missing planes or scaling: %s", errOut.String())
 	}
 }
+
+// bench lab-fabric runs its steps and the 70% run, and prints the table.
+func TestBenchLabFabricSmoke(t *testing.T) {
+	code, out, errOut := runCLI(t, "bench", "lab-fabric", "--hosts", "4", "--duration", "200ms", "--start-rate", "1000", "--max-rate", "1600")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"offered/s", "capacity: 1500 frames/s", "at 70%", "lag at 70% of capacity: p50"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, _, errOut = runCLI(t, "bench", "lab-fabric", "--start-rate", "1000", "--max-rate", "100")
+	if code != 2 || !strings.Contains(errOut, "--max-rate") {
+		t.Errorf("max below start: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "bench", "lab-fabric", "--hosts", "1")
+	if code != 2 || !strings.Contains(errOut, "--hosts") {
+		t.Errorf("--hosts 1: exit %d, %s", code, errOut)
+	}
+}
