@@ -275,7 +275,7 @@ func (f *Fabric) runLoop() {
 
 // loopSlice is how far ahead of the wall clock one RunUntil reaches (an
 // idle loop wakes this often).
-const loopSlice = sim.Time(5 * time.Millisecond)
+const loopSlice = sim.Time(time.Millisecond)
 
 var errStopped = errors.New("the fabric is stopping")
 
