@@ -328,6 +328,7 @@ type batch struct {
 
 func (f *Fabric) read() {
 	defer close(f.readDone)
+	maxFrame := f.topo.Pool.LargeCap // set at build, read-only
 	ms := make([]tunnel.Message, batchMsgs)
 	for i := range ms {
 		ms[i].Buf = make([]byte, readBuf)
@@ -354,6 +355,12 @@ func (f *Fabric) read() {
 			}
 			if int(h.Plane) >= f.topo.Planes || !f.ports[h.Host][h.Plane].run {
 				f.counters.Drop(tunnel.UnknownHost)
+				continue
+			}
+			if len(payload) > maxFrame {
+				// Larger than any frame of the fabric: not copied (a
+				// batch's buffer stays within 64 largest frames).
+				f.counters.Drop(tunnel.Malformed)
 				continue
 			}
 			b.items = append(b.items, item{h: h, addr: m.Addr, off: len(b.data), n: len(payload)})

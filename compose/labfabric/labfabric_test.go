@@ -257,6 +257,10 @@ func TestBadFramesAreCountedAndHarmless(t *testing.T) {
 	h0.SendData(0, fr[:8], 0, 0)
 	r.waitDrop(tunnel.Malformed, 3)
 
+	// An inner frame larger than any the fabric carries.
+	h0.SendData(0, make([]byte, r.f.topo.Pool.LargeCap+1), 0, 0)
+	r.waitDrop(tunnel.Malformed, 4)
+
 	// Still forwarding.
 	fr2 := r.frame(0, 1, 0, 2)
 	h0.SendData(0, fr2, len(fr2)+4, 0)
