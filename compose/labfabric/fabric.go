@@ -262,20 +262,10 @@ func (f *Fabric) runLoop() {
 		f.loop.At(next, tick)
 	}
 	f.loop.At(next, tick)
-	// RunWhile would do, but sim's real-time RunWhile prepares its queue
-	// up to the next event however far ahead it is, and the radix queue
-	// then clamps an injection to that event's time (an idle fabric with
-	// a 10 s log tick pending would hold every tunnel frame for up to
-	// 10 s). RunUntil never prepares past its limit, and an injection
-	// still wakes it at once: run in short slices.
-	for !f.stopping && !sim.Interrupted() { // sim.Interrupt halts every loop
-		f.loop.RunUntil(f.loop.WallTime() + loopSlice)
-	}
+	// In real-time pacing RunWhile waits on an idle queue for the tunnels'
+	// injections; Interrupt (a signal) halts it like every loop.
+	f.loop.RunWhile(func() bool { return !f.stopping && !sim.Interrupted() })
 }
-
-// loopSlice is how far ahead of the wall clock one RunUntil reaches (an
-// idle loop wakes this often).
-const loopSlice = sim.Time(time.Millisecond)
 
 var errStopped = errors.New("the fabric is stopping")
 
