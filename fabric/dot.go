@@ -7,14 +7,16 @@ import (
 )
 
 // WriteDOT writes the topology as a Graphviz graph: switches by tier, hosts,
-// and one edge per cable labelled with its rate.
+// and one edge per cable labelled with its rate; a cable with a direction
+// down (a fault, a lab's live plan) is drawn red and dashed, labelled with
+// the direction that is down.
 func (t *Topology) WriteDOT(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintf(b, "graph vcluster {\n  graph [rankdir=BT, label=%q];\n  node [fontsize=10];\n",
 		fmt.Sprintf("%s, %d planes, %d hosts, %s", t.Kind, t.Planes, t.Hosts, t.Mode))
 	shapes := []string{"box", "box3d", "doubleoctagon"}
 	for _, s := range t.Switches {
-		fmt.Fprintf(b, "  %q [shape=%s, label=\"%s\\nuSID %04x\"];\n", s.Name, shapes[s.Tier], s.Name, s.USID)
+		fmt.Fprintf(b, "  %q [shape=%s, label=\"%s\\nuSID %04x\"];\n", s.Name, shapes[min(s.Tier, len(shapes)-1)], s.Name, s.USID)
 	}
 	for h := range t.HostPorts {
 		fmt.Fprintf(b, "  \"h%d\" [shape=ellipse];\n", h)
@@ -30,10 +32,21 @@ func (t *Topology) WriteDOT(w io.Writer) error {
 		}
 		return p.Name
 	}
-	for i := 0; i < len(t.Links); i += 2 {
-		l := t.Links[i]
+	for i := 0; i+1 < len(t.Links); i += 2 {
+		l, back := t.Links[i], t.Links[i+1]
 		a, z := l.Dst().Peer, l.Dst()
-		fmt.Fprintf(b, "  %q -- %q [label=\"%s\"];\n", owner(a), owner(z), FormatRate(l.Rate))
+		attr := fmt.Sprintf("label=\"%s\"", FormatRate(l.Rate))
+		switch {
+		case !l.Up() && !back.Up():
+			attr = fmt.Sprintf("label=\"%s DOWN\", color=red, style=dashed", FormatRate(l.Rate))
+		case !l.Up() || !back.Up():
+			down := l.Name
+			if l.Up() {
+				down = back.Name
+			}
+			attr = fmt.Sprintf("label=\"%s %s DOWN\", color=red, style=dashed", FormatRate(l.Rate), down)
+		}
+		fmt.Fprintf(b, "  %q -- %q [%s];\n", owner(a), owner(z), attr)
 	}
 	fmt.Fprintln(b, "}")
 	return b.Flush()

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,61 +15,6 @@ import (
 )
 
 func init() { extraCommands = append(extraCommands, newHostCmd) }
-
-// planeSpeedIn is --plane-speed: a speed with a unit within labspec's
-// bounds.
-func planeSpeedIn() flagCheck {
-	allowed := fmt.Sprintf("a speed in [%s, %s] (e.g. 100M, 1G, 10G)", units.FormatSpeed(labspec.MinPlaneBps), units.FormatSpeed(labspec.MaxPlaneBps))
-	return flagCheck{allowed, func(s string) error {
-		v, err := units.ParseSpeed(s)
-		if err != nil {
-			return fmt.Errorf("%s is not a speed; must be %s", s, allowed)
-		}
-		if v < labspec.MinPlaneBps || v > labspec.MaxPlaneBps {
-			return outOfRange(s, allowed)
-		}
-		return nil
-	}}
-}
-
-// hostAddrFlag checks a host:port flag (a port is required; the host may
-// be a name).
-func hostAddrFlag(flag, v string) error {
-	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
-		return usageError(fmt.Errorf("--%s: %q is not a host:port address (e.g. 127.0.0.1:7400)", flag, v))
-	}
-	return nil
-}
-
-// readyInfo is what --ready-file says once the host listens and serves.
-type readyInfo struct {
-	PID    int    `json:"pid"`
-	API    string `json:"api"`
-	Tunnel string `json:"tunnel"`
-}
-
-// writeReadyFile writes v as JSON to path atomically (a temporary file
-// in the same directory, then a rename).
-func writeReadyFile(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
 
 func newHostCmd() *cobra.Command {
 	var (
@@ -99,11 +42,11 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 			if secretFile == "" {
 				return usageError(fmt.Errorf("--secret-file: required; the lab's secret file (the same for the fabric and every host)"))
 			}
-			if err := hostAddrFlag("fabric", fabricAddr); err != nil {
-				return err
+			if err := checkHostPort("fabric", fabricAddr); err != nil {
+				return usageError(err)
 			}
-			if err := hostAddrFlag("api", api); err != nil {
-				return err
+			if err := checkHostPort("api", api); err != nil {
+				return usageError(err)
 			}
 			if readyFile != "" {
 				if st, err := os.Stat(filepath.Dir(readyFile)); err != nil || !st.IsDir() {
@@ -154,7 +97,7 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 	f.StringVar(&secretFile, "secret-file", "", "the lab's secret `file` (required; the fabric's)")
 	f.StringVar(&api, "api", "127.0.0.1:0", "HTTP API listen `address` (port 0: any; --ready-file says which)")
 	f.StringVar(&speed, "plane-speed", "1G", "host-link speed per plane the lab runs at (fabric links scaled alike)")
-	limit(f, "plane-speed", planeSpeedIn())
+	limit(f, "plane-speed", planeSpeedFlag())
 	f.StringVar(&readyFile, "ready-file", "", "once listening and serving, write {\"pid\",\"api\",\"tunnel\"} JSON to this `file` (atomically)")
 	f.StringVar(&netns, "tun-netns", "", "open a TUN device with the host's plane-0 address in this network `namespace` (/run/netns/NAME or a path)")
 	return cmd

@@ -154,7 +154,7 @@ func (f *Fabric) serveGraph(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var dot bytes.Buffer
-	if err := f.Do(func() { writeDOT(&dot, f.topo) }); err != nil {
+	if err := f.Do(func() { f.topo.WriteDOT(&dot) }); err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
