@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vcluster/vcluster/compose/labapi"
 )
 
 // fakeUp starts a lab of the fake fabric and hosts in a fresh directory
@@ -437,4 +439,36 @@ func FuzzCopyPcapng(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		copyPcapng(&bytes.Buffer{}, bytes.NewReader(b), 0)
 	})
+}
+
+// The verdict names the hosts to blame, in short, and each rank's own
+// message goes to stderr.
+func TestJudge(t *testing.T) {
+	ok := labapi.CollectiveResponse{Verified: true, FailedPeer: -1}
+	blame2 := labapi.CollectiveResponse{Error: "peer host 2 stopped answering", FailedPeer: 2}
+	outs := []RankOutcome{
+		{Host: 0, Resp: blame2},
+		{Host: 1, Resp: blame2},
+		{Host: 2, Err: errors.New("h2 (127.0.0.1:1) gave no answer: connection refused")},
+		{Host: 3, Resp: labapi.CollectiveResponse{Error: "QP error", FailedPeer: -1, Rank: 3}},
+		{Host: 4, Resp: labapi.CollectiveResponse{Wrong: 7, FailedPeer: -1, Rank: 4}},
+		{Host: 5, Resp: ok},
+	}
+	var errOut bytes.Buffer
+	err := judge(outs, &errOut)
+	want := "collective failed on h2, h3, h4 (h2 gave no answer; h0, h1 blame h2; h3 failed; h4 not verified)"
+	if err == nil || err.Error() != want {
+		t.Errorf("verdict %v, want %s", err, want)
+	}
+	for _, line := range []string{"h0 (rank 0): peer host 2 stopped answering (blames h2)", "h2 (127.0.0.1:1) gave no answer", "h3 (rank 3): QP error", "h4 (rank 4): output not verified (7 wrong elements)"} {
+		if !strings.Contains(errOut.String(), line) {
+			t.Errorf("stderr lacks %q:\n%s", line, errOut.String())
+		}
+	}
+	if strings.Contains(errOut.String(), "h5") {
+		t.Errorf("a verified rank is reported:\n%s", errOut.String())
+	}
+	if err := judge([]RankOutcome{{Host: 0, Resp: ok}, {Host: 1, Resp: ok}}, &errOut); err != nil {
+		t.Errorf("all verified: %v", err)
+	}
 }
