@@ -24,7 +24,15 @@ import (
 // processes share this machine's 2 cores with other work, and at 1 Gb/s
 // × 4 planes a host's loop falls behind wall time. The scaling is the
 // lab's, not the test's: the test checks the summary reports it.
-var e2eUp = []string{"--runtime", "process", "--preset", "C", "--hosts", "4", "--set", "fabric.hostsPerT0=2", "--plane-speed", "100M"}
+//
+// transport.mrc.rto=100ms: a host's loop runs tens of ms late while a
+// collective of several MiB is prepared on a loaded machine, and then
+// labhost's 10 ms lab RTO fires in bursts as the loop catches up, until
+// the QP runs out of retries (seen here: "retry limit exceeded after 13
+// timeouts" 80 ms into a 16M allreduce, host lag p99 39 ms). 100 ms rides
+// that out and still errors a dead peer's QPs within seconds.
+var e2eUp = []string{"--runtime", "process", "--preset", "C", "--hosts", "4", "--set", "fabric.hostsPerT0=2",
+	"--plane-speed", "100M", "--set", "transport.mrc.rto=100ms"}
 
 // cliResult is one vcluster invocation's outcome.
 type cliResult struct {
@@ -179,8 +187,8 @@ func waitCmd(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
 func TestE2EKilledHostRestart(t *testing.T) {
 	dir, st := e2eLab(t)
 	h2, _ := st.Process("h2")
-	// 64M at 100 Mb/s per plane: seconds of traffic.
-	cmd, out, errOut := startCollective(t, dir, "--op", "allreduce", "--size", "64M", "--timeout", "30s")
+	// 16M at 100 Mb/s per plane: over a second of traffic.
+	cmd, out, errOut := startCollective(t, dir, "--op", "allreduce", "--size", "16M", "--timeout", "30s")
 	time.Sleep(300 * time.Millisecond)
 	if err := syscall.Kill(h2.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill h2: %v", err)
