@@ -250,7 +250,7 @@ events:
 	cmd, out, errOut := startCollective(t, dir, "--op", "allreduce", "--size", "16M", "--timeout", "60s")
 	time.Sleep(200 * time.Millisecond)
 	f := vcluster(t, time.Minute, "lab", "fault", "--dir", dir, plan)
-	if f.code != 0 || !strings.Contains(f.stdout, "1 events scheduled") {
+	if f.code != 0 || !strings.Contains(f.stdout, "1 event scheduled") {
 		t.Errorf("lab fault: exit %d\n%s%s", f.code, f.stdout, f.stderr)
 	}
 	if code := waitCmd(t, cmd, 3*time.Minute); code != 0 || !regexp.MustCompile(`(?m)\s0\s+ok$`).MatchString(out.String()) {

@@ -286,7 +286,7 @@ func TestFabricCommands(t *testing.T) {
 	os.WriteFile(plan, []byte("events:\n  - at: 0s\n    kind: link_down\n    target: link:p0.t0.0-p0.t1.0\n"), 0o644)
 	var out bytes.Buffer
 	fr, err := Fault(context.Background(), dir, plan, &out)
-	if err != nil || fr.Events != 1 || !strings.Contains(out.String(), "1 events scheduled") || !strings.Contains(out.String(), "link_down") {
+	if err != nil || fr.Events != 1 || !strings.Contains(out.String(), "1 event scheduled") || !strings.Contains(out.String(), "link_down") {
 		t.Errorf("fault: %v %+v\n%s", err, fr, out.String())
 	}
 	os.WriteFile(plan, []byte("bad: yes\n"), 0o644)
