@@ -63,7 +63,12 @@ func (f *Fabric) serveStatus(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (f *Fabric) servePorts(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, f.topo.PortNames()) // names never change after New
+	var names []string
+	if err := f.Do(func() { names = f.topo.PortNames() }); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, names)
 }
 
 // ApplyFaults checks a fault plan (YAML, as `vcluster drill` takes) and

@@ -262,8 +262,20 @@ func (f *Fabric) runLoop() {
 		f.loop.At(next, tick)
 	}
 	f.loop.At(next, tick)
-	f.loop.RunWhile(func() bool { return !f.stopping })
+	// RunWhile would do, but sim's real-time RunWhile prepares its queue
+	// up to the next event however far ahead it is, and the radix queue
+	// then clamps an injection to that event's time (an idle fabric with
+	// a 10 s log tick pending would hold every tunnel frame for up to
+	// 10 s). RunUntil never prepares past its limit, and an injection
+	// still wakes it at once: run in short slices.
+	for !f.stopping && !sim.Interrupted() { // sim.Interrupt halts every loop
+		f.loop.RunUntil(f.loop.WallTime() + loopSlice)
+	}
 }
+
+// loopSlice is how far ahead of the wall clock one RunUntil reaches (an
+// idle loop wakes this often).
+const loopSlice = sim.Time(time.Millisecond)
 
 var errStopped = errors.New("the fabric is stopping")
 
@@ -316,6 +328,7 @@ type batch struct {
 
 func (f *Fabric) read() {
 	defer close(f.readDone)
+	maxFrame := f.topo.Pool.LargeCap // set at build, read-only
 	ms := make([]tunnel.Message, batchMsgs)
 	for i := range ms {
 		ms[i].Buf = make([]byte, readBuf)
@@ -342,6 +355,12 @@ func (f *Fabric) read() {
 			}
 			if int(h.Plane) >= f.topo.Planes || !f.ports[h.Host][h.Plane].run {
 				f.counters.Drop(tunnel.UnknownHost)
+				continue
+			}
+			if len(payload) > maxFrame {
+				// Larger than any frame of the fabric: not copied (a
+				// batch's buffer stays within 64 largest frames).
+				f.counters.Drop(tunnel.Malformed)
 				continue
 			}
 			b.items = append(b.items, item{h: h, addr: m.Addr, off: len(b.data), n: len(payload)})
@@ -524,3 +543,7 @@ func (l *logger) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// ResetLag clears the lag histogram (status and /metrics then describe
+// the events from now on; a benchmark measures one step at a time).
+func (f *Fabric) ResetLag() error { return f.Do(func() { f.lag = lagHist{} }) }

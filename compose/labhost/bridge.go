@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/vcluster/vcluster/compose/tunbridge"
 )
@@ -74,6 +75,7 @@ func (b *tunBridge) readLoop() {
 			if h.stopping.Load() || errors.Is(err, os.ErrClosed) {
 				return
 			}
+			time.Sleep(time.Millisecond) // a transient error: do not spin
 			continue
 		}
 		pkt := append([]byte(nil), buf[:n]...)

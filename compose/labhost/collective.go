@@ -3,10 +3,13 @@ package labhost
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,6 +38,12 @@ const (
 	MaxWarmup          = 100
 	DefaultTimeout     = 30 * time.Second
 	MaxTimeout         = 10 * time.Minute
+	// MaxRegisteredBytes bounds what one host registers over its life:
+	// every run registers its own send, receive and scratch buffers and
+	// makes its own QPs (the engine has no deregistration), so a host is
+	// for tens of runs, not thousands; a run beyond the budget is refused
+	// (restart the host to reclaim it).
+	MaxRegisteredBytes = 4 << 30
 	maxIDLen           = 128
 )
 
@@ -157,6 +166,13 @@ func (h *Host) serveCollective(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, err)
 		return
 	}
+	if need := 3 * run.size; h.registered.Add(need) > MaxRegisteredBytes {
+		h.registered.Add(-need)
+		h.ex.finish(rq.ID)
+		writeError(w, http.StatusInsufficientStorage, fmt.Errorf("size: %s needs %s of buffers, and this host has registered %s of its %s budget (MaxRegisteredBytes; restart it to reclaim)",
+			rq.Size, units.FormatBytes(need), units.FormatBytes(h.registered.Load()), units.FormatBytes(MaxRegisteredBytes)))
+		return
+	}
 	resp := make(chan labapi.CollectiveResponse, 1)
 	if err := h.submit(func() { resp <- h.runCollective(run) }); err != nil {
 		h.ex.finish(rq.ID)
@@ -193,6 +209,8 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		if errors.As(err, &pf) {
 			out.FailedPeer = pf.Host
 		}
+		// Tell the other members, whose watch ends their wait at once.
+		h.ex.put(id, abortItem, everyone, abortNote{Error: out.Error, FailedPeer: out.FailedPeer})
 		h.log.Printf("collective %s: %v", id, err)
 		return out
 	}
@@ -206,10 +224,12 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 	if err != nil {
 		return fail(err)
 	}
+	t0 := time.Now()
 	p, err := m.Prepare(run.alg, run.size, collectives.RunOptions{Iters: run.iters, Warmup: run.warmup})
 	if err != nil {
 		return fail(err)
 	}
+	tPrep := time.Now()
 	// Every QP of this host is connected: peers may write now.
 	if err := h.ex.put(id, "buffers", everyone, p.Local()); err != nil {
 		return fail(err)
@@ -229,7 +249,8 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		}
 		remote[r] = b
 	}
-	watch := h.watchPeers(ctx, run.others)
+	tBuf := time.Now()
+	watch := h.watchPeers(ctx, id, run.others)
 	defer watch.stop()
 	for it := 0; it < run.warmup+run.iters; it++ {
 		if it > 0 {
@@ -264,6 +285,9 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		}
 	}
 	res := p.Result()
+	h.log.Printf("collective %s: %s/%s %s over %d ranks: connected in %v, buffers exchanged in %v, %d iteration(s) in %v",
+		id, run.alg.Op, run.alg.Name, units.FormatBytes(run.size), len(run.hosts), tPrep.Sub(t0).Round(time.Microsecond),
+		tBuf.Sub(tPrep).Round(time.Microsecond), run.warmup+run.iters, time.Since(tBuf).Round(time.Microsecond))
 	out.Bytes, out.Count, out.TimeNs, out.AlgBW, out.BusBW = res.Bytes, res.Count, int64(res.TimeNs), res.AlgBW, res.BusBW
 	out.Wrong = res.Wrong
 	out.Verified = res.Check == collectives.CheckOK
@@ -341,9 +365,10 @@ func (c *connector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
 	return ends, nil
 }
 
-// peerWatch notices a member whose API stopped answering (its process
-// died) while an iteration runs, so the collective ends naming it at
-// once rather than at the deadline.
+// peerWatch notices, while the iterations run, a member whose API stopped
+// answering (its process died) or whose rank failed (it published its
+// error), so the collective ends naming it at once rather than at the
+// deadline.
 type peerWatch struct {
 	mu     sync.Mutex
 	err    error
@@ -363,7 +388,17 @@ func (w *peerWatch) stop() { w.cancel(); w.wg.Wait() }
 // members' APIs still answer.
 const PeerWatchPeriod = 250 * time.Millisecond
 
-func (h *Host) watchPeers(ctx context.Context, peers []labapi.Peer) *peerWatch {
+// abortItem is the exchange item a member that failed publishes (its
+// error), for the others' watch.
+const abortItem = "abort"
+
+// abortNote is the abort item: the member's error and whom it blames.
+type abortNote struct {
+	Error      string `json:"error"`
+	FailedPeer int    `json:"failed_peer"`
+}
+
+func (h *Host) watchPeers(ctx context.Context, id string, peers []labapi.Peer) *peerWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &peerWatch{cancel: cancel}
 	client := &http.Client{Timeout: 2 * time.Second}
@@ -380,22 +415,34 @@ func (h *Host) watchPeers(ctx context.Context, peers []labapi.Peer) *peerWatch {
 					return
 				case <-t.C:
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.API+labapi.HostHealthPath, nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.API+ExchangePath+url.PathEscape(id)+"/"+abortItem+"?for="+strconv.Itoa(h.id), nil)
 				resp, err := client.Do(req)
-				if err == nil {
+				var failure error
+				switch {
+				case err == nil:
+					var why abortNote
+					if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&why) == nil {
+						failure = &PeerFailure{p.Host, p.API, fmt.Errorf("its rank failed: %s", why.Error)}
+						if why.FailedPeer >= 0 && why.FailedPeer != h.id {
+							// It blames another member: so does this one.
+							failure = &PeerFailure{why.FailedPeer, "", fmt.Errorf("host %d's rank failed on it: %s", p.Host, why.Error)}
+						}
+					}
 					resp.Body.Close()
 					misses = 0
-					continue
-				}
-				if ctx.Err() != nil {
+				case ctx.Err() != nil:
 					return
+				default:
+					if misses++; misses >= 2 {
+						failure = &PeerFailure{p.Host, p.API, fmt.Errorf("stopped answering during the collective: %v", err)}
+					}
 				}
-				if misses++; misses < 2 {
+				if failure == nil {
 					continue
 				}
 				w.mu.Lock()
 				if w.err == nil {
-					w.err = &PeerFailure{p.Host, p.API, fmt.Errorf("stopped answering during the collective: %v", err)}
+					w.err = failure
 				}
 				w.mu.Unlock()
 				h.loop.Inject(func() {})

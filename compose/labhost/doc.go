@@ -19,13 +19,22 @@
 // processes: each member runs its own rank (collectives.Options.Local),
 // and the members exchange QP attributes, buffer descriptors and
 // per-iteration barriers through each other's HTTP APIs
-// (exchange.go, collective.go).
+// (GET /v1/exchange/{id}/{name}?for=HOST: exchange.go, collective.go).
+// A host runs one collective at a time, in the order the requests came;
+// every member must get the same request (the lab sends it to all). A
+// member that dies (its API refuses connections) or whose rank fails (it
+// publishes an abort item) ends the others' run within PeerWatchPeriod,
+// naming it. Each run makes its own QPs and registers its own buffers,
+// which the engine never releases: MaxRegisteredBytes bounds a host's
+// life (restart it to reclaim).
 //
 // Real-time timing: a loopback UDP hop adds tens of microseconds and
 // jitter to every frame, which a derived retransmission timeout (the base
 // RTT plus queueing, cluster.DefaultRTO) of a scaled lab does not know
-// about. LabSets raises the transports' timeouts to LabRTO unless the
-// config sets its own (see timing.go).
+// about. LabTimers raises the transports' timeouts to LabRTO unless the
+// config sets its own (timing.go: with the derived ones a 4 MiB
+// allreduce over four hosts fails its QPs on retries; with LabRTO it
+// runs without a timeout).
 //
 // labhost knows the lab's shapes (labspec, labapi), the tunnel frames,
 // the cluster, endpoint and collectives APIs and the TUN bridge; it knows

@@ -162,6 +162,9 @@ type PeerFailure struct {
 }
 
 func (e *PeerFailure) Error() string {
+	if e.API == "" {
+		return fmt.Sprintf("peer host %d: %v", e.Host, e.Err)
+	}
 	return fmt.Sprintf("peer host %d (API %s): %v", e.Host, e.API, e.Err)
 }
 func (e *PeerFailure) Unwrap() error { return e.Err }

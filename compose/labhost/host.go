@@ -84,12 +84,12 @@ type Host struct {
 	sender     *tunnel.Sender
 	fabricAddr netip.AddrPort
 	fabricName string
-	txKey      *tunnel.Key // loop goroutine
-	rxKey      *tunnel.Key // reader goroutine
-	txSeq      []uint64    // per plane, loop goroutine
-	sealBuf    []byte      // loop goroutine
-	windows    []tunnel.Window
-	acked      []atomic.Bool
+	txKey      *tunnel.Key      // loop goroutine
+	rx         *tunnel.Receiver // reader goroutine
+	txSeq      []uint64         // per plane, loop goroutine
+	sealBuf    []byte           // loop goroutine
+	lastAck    []atomic.Int64   // per plane: wall time (Unix ns) of the last HelloAck
+	helloEvery time.Duration
 	drops      tunnel.Counters
 	framesIn   atomic.Uint64
 	framesOut  atomic.Uint64
@@ -103,6 +103,8 @@ type Host struct {
 	qps   *qpBook // loop goroutine
 	lag   lagRing
 	stats hostStats
+	// registered is what the runs accepted so far register (3 × size each).
+	registered atomic.Uint64
 
 	// driver
 	work     chan func()
@@ -136,13 +138,15 @@ func New(o Options) (*Host, error) {
 		id: o.ID, lab: o.Lab, cl: cl, loop: cl.Loop, planes: cl.Topo.Planes, log: o.Log,
 		started: time.Now(), session: uint64(time.Now().UnixNano()),
 		fabricName: o.Fabric,
-		txKey:      tunnel.HostKey(o.Secret, o.ID), rxKey: tunnel.HostKey(o.Secret, o.ID),
-		work: make(chan func(), 64), done: make(chan struct{}),
+		txKey:      tunnel.HostKey(o.Secret, o.ID),
+		work:       make(chan func(), 64), done: make(chan struct{}),
 		ex: newExchange(), qps: newQPBook(),
 	}
 	h.txSeq = make([]uint64, h.planes)
-	h.windows = make([]tunnel.Window, h.planes)
-	h.acked = make([]atomic.Bool, h.planes)
+	h.rx = tunnel.NewReceiver(tunnel.ToHost, &h.drops)
+	h.rx.AddHost(tunnel.HostKey(o.Secret, o.ID))
+	h.lastAck = make([]atomic.Int64, h.planes)
+	h.helloEvery = o.Keepalive
 	h.sealBuf = make([]byte, 0, tunnel.HeaderLen+tunnel.TagLen+cl.Topo.Pool.LargeCap)
 	h.batches.New = func() any { return &rxBatch{} }
 	h.lag.init(4096)
@@ -187,7 +191,7 @@ func New(o Options) (*Host, error) {
 		go func() { defer h.bg.Done(); h.bridge.readLoop() }()
 	}
 	go h.drive()
-	h.log.Printf("host %d: fabric %s, API %s, tunnel %s, %s, %s", h.id, o.Fabric, h.APIAddr(), h.TunnelAddr(),
+	h.log.Printf("fabric %s, API %s, tunnel %s, %s, %s", o.Fabric, h.APIAddr(), h.TunnelAddr(),
 		cfg.Transport.Kind, o.Lab.Scaling)
 	return h, nil
 }
@@ -216,15 +220,22 @@ func (h *Host) TunnelAddr() string { return h.conn.LocalAddr().String() }
 // it only through the API or before traffic flows).
 func (h *Host) Cluster() *cluster.Cluster { return h.cl }
 
-// Up reports whether every plane has had a HelloAck from the fabric.
+// Up reports whether every plane has had a HelloAck from the fabric
+// within the last AckLapse keepalive periods (a fabric that stopped
+// answering makes the host "starting" again).
 func (h *Host) Up() bool {
-	for i := range h.acked {
-		if !h.acked[i].Load() {
+	since := time.Now().UnixNano() - AckLapse*int64(h.helloEvery)
+	for i := range h.lastAck {
+		if h.lastAck[i].Load() < since {
 			return false
 		}
 	}
 	return true
 }
+
+// AckLapse is how many keepalive periods without a HelloAck on a plane
+// make a host no longer up.
+const AckLapse = 3
 
 // Drops returns the tunnel drop counters.
 func (h *Host) Drops() *tunnel.Counters { return &h.drops }
@@ -241,7 +252,7 @@ func (h *Host) Close() error {
 		case <-time.After(10 * time.Second):
 			h.log.Printf("driver did not stop within 10 s")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // answers in flight; a connection not yet used would hold Shutdown for 5 s
 		h.srv.Shutdown(ctx)
 		cancel()
 		h.srv.Close()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -118,7 +120,7 @@ func TestHostsAttachAndReportHealth(t *testing.T) {
 	var hh labapi.HostHealth
 	json.NewDecoder(resp.Body).Decode(&hh)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || hh.State != "up" || hh.Host != 1 || hh.Transport != "mrc" || hh.Address != "fd00::1:0:0:0:2" && !strings.HasPrefix(hh.Address, "fd00:") {
+	if want := netip.AddrFrom16(hs[1].cl.Topo.HostAddr(1, 0)).String(); resp.StatusCode != 200 || hh.State != "up" || hh.Host != 1 || hh.Transport != "mrc" || hh.Address != want || hh.PID != os.Getpid() {
 		t.Fatalf("health: HTTP %d %+v", resp.StatusCode, hh)
 	}
 	if hh.VirtualNs <= 0 {
@@ -126,6 +128,12 @@ func TestHostsAttachAndReportHealth(t *testing.T) {
 	}
 	if f.drops.Dropped(tunnel.Digest) != 0 || f.drops.Dropped(tunnel.BadTag) != 0 {
 		t.Fatalf("fabric drops %v", f.drops.Snapshot())
+	}
+	// The fabric goes away: the host is no longer up.
+	f.Close()
+	waitFor(t, 10*time.Second, "host 1 no longer up without a fabric", func() bool { return !hs[1].Up() })
+	if hh := hs[1].Health(); hh.State != "starting" {
+		t.Fatalf("health without a fabric: %+v", hh)
 	}
 }
 
@@ -198,6 +206,13 @@ func TestCollectiveRequestValidation(t *testing.T) {
 			t.Errorf("%s: HTTP %d %q, want 400 naming %q", c.name, st, e.Error, c.field)
 		}
 	}
+	// Past the registration budget: refused, naming the size.
+	h.registered.Store(MaxRegisteredBytes - 1<<20)
+	st, body := post(t, h.APIAddr(), good)
+	if st != http.StatusInsufficientStorage || !strings.Contains(string(body), `"size: 1M needs 3M`) {
+		t.Errorf("beyond the budget: HTTP %d %s, want 507 naming the size", st, body)
+	}
+	h.registered.Store(0)
 	for _, body := range []string{"", "{", `{"id":"x","bogus":1}`, `[1,2]`, `{"id":"x"} {"id":"y"}`} {
 		resp, err := http.Post("http://"+h.APIAddr()+labapi.HostCollectivesPath, "application/json", strings.NewReader(body))
 		if err != nil {
@@ -210,19 +225,37 @@ func TestCollectiveRequestValidation(t *testing.T) {
 	}
 }
 
-func TestAllreduceAcrossHostProcesses(t *testing.T) {
-	lab := testLab(t)
-	_, hs := startHosts(t, lab, 4)
-	rq := labapi.CollectiveRequest{ID: "ar1", Op: "allreduce", Size: "256K", Peers: members(hs), Iters: 2, Warmup: 1, TimeoutMs: 60000}
+// Collectives over four host instances through their HTTP APIs, each
+// verified on every rank: MRC (allreduce, alltoall, allgather) and RoCE.
+func TestCollectivesAcrossHostProcesses(t *testing.T) {
+	for _, c := range []struct {
+		name, op string
+		sets     []string
+	}{
+		{"mrc-allreduce", "allreduce", nil},
+		{"mrc-alltoall", "alltoall", nil},
+		{"mrc-allgather", "allgather", nil},
+		{"roce-allreduce", "allreduce", []string{"transport.kind=roce", "fabric.forwarding=ecmp"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lab := testLab(t, c.sets...)
+			_, hs := startHosts(t, lab, 4)
+			checkCollective(t, hs, labapi.CollectiveRequest{ID: c.name, Op: c.op, Size: "256K", Peers: members(hs), Iters: 2, Warmup: 1,
+				Transport: lab.Config.Transport.Kind, TimeoutMs: 60000})
+		})
+	}
+}
+
+func checkCollective(t *testing.T, hs []*Host, rq labapi.CollectiveRequest) {
 	start := time.Now()
 	out := runAll(t, hs, rq)
-	t.Logf("allreduce over 4 host instances: %v wall", time.Since(start))
+	t.Logf("%s over %d host instances: %v wall", rq.Op, len(hs), time.Since(start))
 	for i, r := range out {
-		t.Logf("host %d: %s", i, r.Row)
+		t.Logf("host %d: %s (lag %+v)", i, r.Row, hs[i].Health().Lag)
 		if r.Error != "" || !r.Verified || r.Wrong != 0 || r.FailedPeer != -1 {
 			t.Errorf("host %d: %+v", i, r)
 		}
-		if r.Rank != i || r.Ranks != 4 || r.Bytes != 256<<10 || r.TimeNs <= 0 || r.Row == "" || !strings.Contains(r.Row, "262144") {
+		if r.Rank != i || r.Ranks != len(hs) || r.Op != rq.Op || r.Bytes != 256<<10 || r.TimeNs <= 0 || r.Row == "" || !strings.Contains(r.Row, "262144") {
 			t.Errorf("host %d: row fields %+v", i, r)
 		}
 	}
@@ -230,7 +263,8 @@ func TestAllreduceAcrossHostProcesses(t *testing.T) {
 	if st, body := post(t, hs[0].APIAddr(), rq); st != http.StatusConflict {
 		t.Errorf("reused id: HTTP %d %s, want 409", st, body)
 	}
-	// QPs: one per peer (qpsPerConnection 1) on every host, connected.
+	// QPs: toward other members only, connected, carrying data; a
+	// multipath QP lists its EVs, a single-plane one its plane.
 	for _, h := range hs {
 		qs, err := h.QPs()
 		if err != nil {
@@ -239,10 +273,11 @@ func TestAllreduceAcrossHostProcesses(t *testing.T) {
 		peers := map[int]bool{}
 		for _, q := range qs {
 			peers[q.Peer] = true
-			if q.State != "READY" || len(q.EVs) == 0 || q.Counters["bytes_completed"] == 0 && q.Counters["bytes_placed"] == 0 {
+			multipath := len(q.EVs) > 0
+			if q.State != "READY" || multipath == (q.Plane >= 0) || q.Plane >= 4 || q.Counters["bytes_completed"] == 0 && q.Counters["bytes_placed"] == 0 {
 				t.Errorf("host %d QP %d: %+v", h.ID(), q.QPN, q)
 			}
-			t.Logf("host %d QP %d → host %d: timeouts %d, retransmissions %d", h.ID(), q.QPN, q.Peer, q.Counters["timeouts"], q.Counters["retransmissions"])
+			t.Logf("host %d QP %d → host %d (plane %d): timeouts %d, retransmissions %d", h.ID(), q.QPN, q.Peer, q.Plane, q.Counters["timeouts"], q.Counters["retransmissions"])
 		}
 		if len(peers) == 0 || peers[h.ID()] {
 			t.Errorf("host %d: QP peers %v", h.ID(), peers)
@@ -256,7 +291,7 @@ func TestAllreduceAcrossHostProcesses(t *testing.T) {
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{`vcluster_collectives_total{result="ok"} 1`, `vcluster_tunnel_dropped_frames_total{reason="bad-tag"} 0`,
-		`vcluster_host_up 1`, `vcluster_tunnel_frames_total{dir="in"}`} {
+		`vcluster_host_up 1`, `vcluster_tunnel_frames_total{dir="in"}`, `vcluster_qps{state="READY"}`} {
 		if !strings.Contains(string(m), want) {
 			t.Errorf("metrics lack %q", want)
 		}
@@ -266,7 +301,7 @@ func TestAllreduceAcrossHostProcesses(t *testing.T) {
 func TestKilledPeerIsNamed(t *testing.T) {
 	lab := testLab(t)
 	_, hs := startHosts(t, lab, 3)
-	rq := labapi.CollectiveRequest{ID: "kill1", Op: "allreduce", Size: "4M", Peers: members(hs), Iters: 50, TimeoutMs: 20000}
+	rq := labapi.CollectiveRequest{ID: "kill1", Op: "allreduce", Size: "1M", Peers: members(hs), Iters: 200, TimeoutMs: 20000}
 	out := make([]labapi.CollectiveResponse, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {

@@ -15,10 +15,13 @@ import (
 // host: 10–100 µs each, and milliseconds on a loaded machine, where the
 // loops run late) that the virtual clock does not model. A timeout that
 // fires on a packet only waiting costs a retransmission and, for MRC,
-// marks a healthy EV bad. 10 ms is several of those round trips; a peer
-// that stops answering still errors its QPs within the retry limit
-// (70 × 10 ms with MRC's default schedule).
-const LabRTO = 10 * time.Millisecond
+// marks a healthy EV bad — and MRC counts its retry limit per connection
+// by default (transport.mrc.retryScope=connection): 13 packets in flight
+// through one stall longer than the timeout fail the QP at once. A loaded
+// machine stalls a loop for milliseconds (a 2-core box running the race
+// detector: over 10 ms), so 50 ms. A process that dies is noticed sooner
+// by the members' API watch (PeerWatchPeriod), not by its QPs.
+const LabRTO = 50 * time.Millisecond
 
 // LabTimers returns c with the transports' timeouts raised to LabRTO
 // where the config left them to their defaults. Apply it after

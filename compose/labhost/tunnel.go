@@ -102,6 +102,7 @@ func (b *rxBatch) run() {
 // hands data frames to the loop one batch per read.
 func (h *Host) readTunnel() {
 	const batch = 64
+	maxFrame := h.cl.Topo.Pool.LargeCap
 	ms := make([]tunnel.Message, batch)
 	for i := range ms {
 		ms[i].Buf = make([]byte, 65536)
@@ -127,7 +128,11 @@ func (h *Host) readTunnel() {
 			case tunnel.KindHelloAck:
 				h.helloAck(int(hd.Plane), payload)
 			case tunnel.KindData:
-				if int(hd.WireLen) < len(payload) {
+				// As the fabric checks what it takes: a whole Ethernet
+				// header, a frame the pool holds, a wire length that
+				// counts at least the bytes and the FCS.
+				if len(payload) < fabric.EthHeaderLen || len(payload) > maxFrame ||
+					int64(hd.WireLen) < int64(len(payload)+fabric.FCSLen) || int64(hd.WireLen) > int64(maxFrame+fabric.FCSLen) {
 					h.drops.Drop(tunnel.Malformed)
 					continue
 				}
@@ -147,40 +152,18 @@ func (h *Host) readTunnel() {
 	}
 }
 
-// accept authenticates one frame from the fabric; a refused frame is
-// counted by reason.
+// accept authenticates one frame from the fabric (tunnel.Receiver:
+// direction, window, tag, in that order); a refused frame is counted by
+// reason.
 func (h *Host) accept(frame []byte) (tunnel.Header, []byte, bool) {
-	drop := func(err error) (tunnel.Header, []byte, bool) {
-		var de *tunnel.DropError
-		if errors.As(err, &de) {
-			h.drops.Drop(de.Reason)
-		} else {
-			h.drops.Drop(tunnel.Malformed)
-		}
+	hd, payload, err := h.rx.Receive(frame)
+	if err != nil {
 		return tunnel.Header{}, nil, false
 	}
-	hd, err := tunnel.Peek(frame)
-	if err != nil {
-		return drop(err)
-	}
-	switch {
-	case int(hd.Host) != h.id || int(hd.Plane) >= h.planes:
+	if int(hd.Plane) >= h.planes {
 		h.drops.Drop(tunnel.UnknownHost)
 		return tunnel.Header{}, nil, false
-	case hd.Dir != tunnel.ToHost:
-		h.drops.Drop(tunnel.WrongDir)
-		return tunnel.Header{}, nil, false
 	}
-	hd, payload, err := tunnel.Open(frame, h.rxKey)
-	if err != nil {
-		return drop(err)
-	}
-	w := &h.windows[hd.Plane]
-	if r := w.Check(hd.Session, hd.Seq); r != 0 {
-		h.drops.Drop(r)
-		return tunnel.Header{}, nil, false
-	}
-	w.Commit(hd.Session, hd.Seq)
 	return hd, payload, true
 }
 
@@ -193,7 +176,9 @@ func (h *Host) helloAck(plane int, digest []byte) {
 		})
 		return
 	}
-	if !h.acked[plane].Swap(true) && h.Up() {
+	wasUp := h.Up()
+	h.lastAck[plane].Store(time.Now().UnixNano())
+	if !wasUp && h.Up() {
 		h.log.Printf("up: the fabric answered on all %d plane(s)", h.planes)
 	}
 }

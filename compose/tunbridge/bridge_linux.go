@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -106,11 +108,16 @@ func openNetNS(o Options) (netns.NsHandle, error) {
 		return netns.None(), fmt.Errorf("NetNS: %s: %w", path, err)
 	}
 	// A bind mount of a namespace is an nsfs inode; anything else (a
-	// plain file left behind by a deleted namespace) is not one.
+	// plain file left behind by a deleted namespace) is not one, and an
+	// nsfs inode may be another kind of namespace (/proc/PID/ns/mnt).
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(h), &st); err != nil || st.Type != unix.NSFS_MAGIC {
 		h.Close()
 		return netns.None(), fmt.Errorf("NetNS: %s is not a network namespace (not an nsfs file; was the namespace deleted?)", path)
+	}
+	if kind, err := unix.IoctlRetInt(int(h), unix.NS_GET_NSTYPE); err == nil && kind != unix.CLONE_NEWNET {
+		h.Close()
+		return netns.None(), fmt.Errorf("NetNS: %s is a namespace, but not a network namespace", path)
 	}
 	return h, nil
 }
@@ -223,7 +230,55 @@ func (b *Bridge) configure(o Options) error {
 			return fmt.Errorf("Routes[%d]: %s via %q: %w", i, r, b.name, err)
 		}
 	}
-	return nil
+	return b.awaitAddress(o.Addr.Addr())
+}
+
+// readyTimeout bounds how long Open waits for the kernel to finish
+// bringing the address up.
+const readyTimeout = 10 * time.Second
+
+// awaitAddress returns once addr is usable: the kernel finishes adding an
+// address in a work item after the netlink request returns (even with
+// IFA_F_NODAD it is tentative, and has no local route, until then), so a
+// packet written right after Open could otherwise be dropped.
+func (b *Bridge) awaitAddress(addr netip.Addr) error {
+	ip := net.IP(addr.AsSlice())
+	filter := &netlink.Route{Table: unix.RT_TABLE_LOCAL, Type: unix.RTN_LOCAL, Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(128, 128)}}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		ready, err := b.addressReady(ip, filter)
+		if err != nil {
+			return fmt.Errorf("Addr: waiting for %s on %q: %w", addr, b.name, err)
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Addr: %s on %q is still not usable after %v (tentative, or no local route)", addr, b.name, readyTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (b *Bridge) addressReady(ip net.IP, local *netlink.Route) (bool, error) {
+	addrs, err := b.link.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: b.index}}, netlink.FAMILY_V6)
+	if err != nil {
+		return false, err
+	}
+	settled := false
+	for _, a := range addrs {
+		if a.IP.Equal(ip) {
+			settled = a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) == 0
+		}
+	}
+	if !settled {
+		return false, nil
+	}
+	routes, err := b.link.RouteListFiltered(netlink.FAMILY_V6, local, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_TYPE|netlink.RT_FILTER_DST)
+	if err != nil {
+		return false, err
+	}
+	return len(routes) > 0, nil
 }
 
 func nsLabel(o Options) string {
@@ -235,7 +290,8 @@ func nsLabel(o Options) string {
 
 // Read reads one IPv6 packet the namespace sent into the device; it
 // blocks until there is one or the bridge is closed. A p shorter than the
-// packet gets its first len(p) bytes; len(p) ≥ the MTU never truncates.
+// packet gets its first len(p) bytes and the rest is lost; len(p) ≥ the
+// MTU never truncates.
 func (b *Bridge) Read(p []byte) (int, error) {
 	return b.file.Read(p)
 }

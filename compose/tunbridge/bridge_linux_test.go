@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // needTUN skips only when the machine cannot do what the tests need.
@@ -444,6 +445,37 @@ func TestCloseRemovesTheDevice(t *testing.T) {
 	}
 }
 
+// A /proc/PID/ns/net path names a namespace as well as a name does.
+func TestProcNamespacePath(t *testing.T) {
+	needTUN(t)
+	ns := newNamedNS(t)
+	started, release := make(chan string), make(chan struct{})
+	go func() {
+		// A thread parked in the namespace gives it a /proc path.
+		runtime.LockOSThread()
+		h, err := netns.GetFromName(ns)
+		if err == nil {
+			err = netns.Set(h)
+			h.Close()
+		}
+		if err != nil {
+			started <- ""
+			return
+		}
+		started <- fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+		<-release
+	}()
+	path := <-started
+	defer close(release)
+	if path == "" {
+		t.Fatal("could not park a thread in the namespace")
+	}
+	b := openBridge(t, Options{NetNS: path, Name: "vcproc", Addr: netip.MustParsePrefix("fd00:99::1/64")})
+	if _, err := nsHandle(t, ns).LinkByName(b.Name()); err != nil {
+		t.Fatalf("NetNS %s: the device is not in namespace %s: %v", path, ns, err)
+	}
+}
+
 // NetNS "" is the calling thread's namespace.
 func TestCurrentNamespace(t *testing.T) {
 	needTUN(t)
@@ -480,6 +512,7 @@ func TestOpenRejectsTheImpossible(t *testing.T) {
 		{Options{NetNS: "vctun-no-such-namespace", Addr: addr}, "NetNS: no such network namespace", true},
 		{Options{NetNS: "/nonexistent/netns", Addr: addr}, "NetNS: no such network namespace", true},
 		{Options{NetNS: plain, Addr: addr}, "is not a network namespace", false},
+		{Options{NetNS: "/proc/self/ns/mnt", Addr: addr}, "is a namespace, but not a network namespace", false},
 		{Options{NetNS: ns, Name: "vcdup", Addr: addr}, `Name: an interface "vcdup" already exists`, false},
 	} {
 		b, err := Open(c.o)

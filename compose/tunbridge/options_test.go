@@ -88,3 +88,30 @@ func FuzzCheckPacket(f *testing.F) {
 		}
 	})
 }
+
+// validate never panics, and what it accepts is within the documented
+// ranges.
+func FuzzValidate(f *testing.F) {
+	f.Add("lab-a", "vc0", "fd00:0:0:1::2/64", 1500, "fd00:0:0:2::/64")
+	f.Add("", "", "10.0.0.1/8", 0, "")
+	f.Add("/proc/1/ns/net", "x:y", "fe80::1/64", 99999, "fd00::5/64")
+	f.Fuzz(func(t *testing.T, ns, name, addr string, mtu int, route string) {
+		o := Options{NetNS: ns, Name: name, MTU: mtu}
+		o.Addr, _ = netip.ParsePrefix(addr)
+		if r, err := netip.ParsePrefix(route); err == nil {
+			o.Routes = []netip.Prefix{r}
+		}
+		o = o.withDefaults()
+		if o.validate() != nil {
+			return
+		}
+		if o.MTU < MinMTU || o.MTU > MaxMTU || len(o.Name) == 0 || len(o.Name) > 15 || !o.Addr.Addr().Is6() {
+			t.Fatalf("accepted %+v", o)
+		}
+		for _, r := range o.Routes {
+			if r.Masked() != r || !r.Addr().Is6() {
+				t.Fatalf("accepted route %s", r)
+			}
+		}
+	})
+}

@@ -35,13 +35,18 @@ type Message struct {
 	Addr netip.AddrPort
 }
 
-// Listen opens the fabric's socket on addr ("127.0.0.1:0" picks a port).
+// Listen opens the fabric's socket on addr, host:port: "127.0.0.1:0"
+// (port 0: the kernel picks one), "[::1]:7000", ":7000" (every address,
+// IPv4 and IPv6).
 func Listen(addr string) (*Conn, error) {
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("tunnel: listen address %q: want ip:port (e.g. 127.0.0.1:0): %v", addr, err)
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err == nil && addr == "" {
+		err = errors.New("empty")
 	}
-	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: listen address %q: want host:port (e.g. 127.0.0.1:0, :7000): %v", addr, err)
+	}
+	uc, err := net.ListenUDP("udp", ua)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: listen %s: %w", addr, err)
 	}

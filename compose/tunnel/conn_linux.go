@@ -216,3 +216,19 @@ func putSockaddr(sa *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
 	sa.Addr = a.Addr().As16()
 	return unix.SizeofSockaddrInet6
 }
+
+// Buffers is the socket's receive and send buffer sizes as the kernel
+// reports them (Linux counts its bookkeeping too: about twice what was
+// asked for).
+func (c *Conn) Buffers() (rcv, snd int, err error) {
+	cerr := c.rd.raw.Control(func(fd uintptr) {
+		rcv, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		if err == nil {
+			snd, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		}
+	})
+	if cerr != nil {
+		return 0, 0, cerr
+	}
+	return rcv, snd, err
+}

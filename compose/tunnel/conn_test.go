@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,13 +56,13 @@ func startReader(t *testing.T, c *Conn, r *Receiver, n int) *reader {
 // waitFor polls until cond or the deadline; it reports whether cond held.
 func waitFor(d time.Duration, cond func() bool) bool {
 	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if cond() {
-			return true
+	for !cond() {
+		if time.Now().After(end) {
+			return cond()
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
 	}
-	return cond()
+	return true
 }
 
 func TestLoopbackSenderToConn(t *testing.T) {
@@ -89,7 +90,15 @@ func TestLoopbackSenderToConn(t *testing.T) {
 	s := NewSender(host, 1024, counters)
 	buf := make([]byte, 0, MaxFrame)
 	full := 0
+	// Keep at most inFlight frames between Send and the reader: on a
+	// loaded machine (or GOMAXPROCS=1) an unpaced burst of 10 000 can
+	// overflow even a 16 MiB socket buffer before the reader runs (seen:
+	// 9102 of 10000 with -cpu 1). The lab's links are paced; so is this.
+	const inFlight = 2048
 	for seq := uint64(1); seq <= frames; seq++ {
+		if seq > inFlight && !waitFor(10*time.Second, func() bool { return rd.accepted.Load()+inFlight >= seq }) {
+			t.Fatalf("frame %d: the reader is stuck at %d", seq, rd.accepted.Load())
+		}
 		f := Seal(buf[:0], Header{Kind: KindData, Dir: ToFabric, Plane: 2, Host: 12, Session: 1, Seq: seq, WireLen: size + 4}, pattern(size, byte(seq)), k)
 		for !s.Send(f, netip.AddrPort{}) { // the fabric: Dial's remote
 			full++
@@ -201,11 +210,22 @@ func TestDualStackAnswer(t *testing.T) {
 }
 
 func TestConnAddressErrors(t *testing.T) {
-	for _, a := range []string{"", "localhost", "127.0.0.1", "300.0.0.1:0", "127.0.0.1:99999"} {
+	for _, a := range []string{"", "localhost", "127.0.0.1", "300.0.0.1:0", "127.0.0.1:99999", "127.0.0.1:-1"} {
 		if c, err := Listen(a); err == nil {
 			c.Close()
 			t.Errorf("Listen(%q) accepted", a)
 		}
+	}
+	for _, a := range []string{":0", "localhost:0", "0.0.0.0:0"} {
+		c, err := Listen(a)
+		if err != nil {
+			t.Errorf("Listen(%q): %v", a, err)
+			continue
+		}
+		if c.LocalAddr().Port() == 0 {
+			t.Errorf("Listen(%q): no port", a)
+		}
+		c.Close()
 	}
 	for _, a := range []string{"", "127.0.0.1", "127.0.0.1:0", "0.0.0.0:5000", "no-such-host.invalid:5000"} {
 		if c, err := Dial(a); err == nil {
@@ -372,4 +392,54 @@ func BenchmarkLoopbackThroughput(b *testing.B) {
 	b.ReportMetric(100*float64(uint64(b.N)-got.Load())/float64(b.N), "%lost")
 	fabric.Close()
 	<-done
+}
+
+// A host whose fabric is not listening gets no error on its socket: it
+// keeps reading whatever else arrives (an unconnected socket hears no
+// ICMP port-unreachable).
+func TestHostSocketSurvivesAbsentFabric(t *testing.T) {
+	gone, _ := Listen("127.0.0.1:0")
+	addr := gone.LocalAddr()
+	gone.Close()
+	host, err := Dial(addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	for range 3 {
+		if _, err := host.WriteBatch([]Message{{Buf: []byte("hello?")}}); err != nil {
+			t.Fatalf("write to an absent fabric: %v", err)
+		}
+	}
+	other, _ := Listen("127.0.0.1:0")
+	defer other.Close()
+	time.Sleep(10 * time.Millisecond) // let any ICMP errors come back first
+	if _, err := other.WriteBatch([]Message{{Buf: []byte("later"), Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), host.LocalAddr().Port())}}); err != nil {
+		t.Fatal(err)
+	}
+	ms := []Message{{Buf: make([]byte, 64)}}
+	host.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := host.ReadBatch(ms)
+	if err != nil || n != 1 || string(ms[0].Buf[:ms[0].N]) != "later" {
+		t.Fatalf("read after writing to an absent fabric: %d %q %v", n, ms[0].Buf[:ms[0].N], err)
+	}
+}
+
+func TestSocketBuffers(t *testing.T) {
+	c, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rcv, snd, err := c.Buffers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 1
+	if os.Geteuid() == 0 {
+		want = SocketBuffer // root forces past rmem_max/wmem_max
+	}
+	if rcv < want || snd < want {
+		t.Fatalf("socket buffers rcv %d snd %d, want at least %d", rcv, snd, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -382,5 +383,66 @@ func BenchmarkSealOpen(b *testing.B) {
 		if _, _, err := Open(f, k); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// FuzzSealOpen: any header Seal accepts opens to itself, and changing
+// any one byte of the frame is refused.
+func FuzzSealOpen(f *testing.F) {
+	f.Add(uint8(1), uint8(0), uint8(0), uint16(1), uint64(1), uint64(1), uint32(64), uint8(0), []byte("payload"), uint16(3), uint8(1))
+	f.Add(uint8(3), uint8(1), uint8(255), uint16(65535), uint64(1<<63), uint64(1<<63), uint32(1<<31), uint8(2), make([]byte, 32), uint16(40), uint8(0x80))
+	f.Fuzz(func(t *testing.T, kind, dir, plane uint8, host uint16, session, seq uint64, wire uint32, flags uint8, payload []byte, at uint16, flip uint8) {
+		if kind < 1 || kind > 3 || dir > 1 || seq == 0 || len(payload) > MaxPayload {
+			return
+		}
+		k := HostKey(testSecret, int(host))
+		h := Header{Kind: Kind(kind), Dir: Dir(dir), Plane: plane, Host: host, Session: session, Seq: seq, WireLen: wire, Flags: flags}
+		fr := Seal(nil, h, payload, k)
+		gh, gp, err := Open(fr, k)
+		if err != nil || gh != h || !bytes.Equal(gp, payload) {
+			t.Fatalf("round trip: %+v %v, want %+v", gh, err, h)
+		}
+		if flip == 0 {
+			return
+		}
+		fr[int(at)%len(fr)] ^= flip
+		if _, _, err := Open(fr, k); err == nil {
+			t.Fatalf("byte %d ^ %#x accepted", int(at)%len(fr), flip)
+		}
+	})
+}
+
+// TestDocVector checks the test vector printed in docs/lab-tunnel.md.
+func TestDocVector(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/lab-tunnel.md")
+	if err != nil {
+		t.Fatalf("docs/lab-tunnel.md: %v", err)
+	}
+	const begin, end = "<!-- vector begin -->", "<!-- vector end -->"
+	s := string(doc)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/lab-tunnel.md has no %s ... %s block", begin, end)
+	}
+	var hexText strings.Builder
+	for _, line := range strings.Split(s[i+len(begin):j], "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "```") {
+			continue
+		}
+		if k := strings.Index(line, "  "); k >= 0 { // "hex  comment"
+			line = line[:k]
+		}
+		hexText.WriteString(strings.ReplaceAll(line, " ", ""))
+	}
+	want, err := hex.DecodeString(hexText.String())
+	if err != nil {
+		t.Fatalf("the vector is not hex: %v", err)
+	}
+	payload := []byte{0xde, 0xad, 0xbe, 0xef, 0x01}
+	h := Header{Kind: KindData, Dir: ToHost, Plane: 7, Host: 258, Session: 0x1122334455667788, Seq: 0x0a0b0c0d0e0f1011, WireLen: 0x01020304, Flags: 0x06}
+	got := Seal(nil, h, payload, HostKey([]byte("0123456789abcdef0123456789abcdef"), 258))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("docs/lab-tunnel.md's vector\n%x\nSeal gives\n%x", want, got)
 	}
 }

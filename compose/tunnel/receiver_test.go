@@ -110,3 +110,29 @@ func TestReceiverAllocs(t *testing.T) {
 		t.Fatalf("Receive: %v allocations per frame, want 0", allocs)
 	}
 }
+
+func TestStreamNumbersFrames(t *testing.T) {
+	k := HostKey(testSecret, 3)
+	r := NewReceiver(ToFabric, nil)
+	r.AddHost(k)
+	s := Stream{Host: 3, Plane: 1, Dir: ToFabric, Session: 42}
+	hello := s.Seal(nil, KindHello, 0, 0, make([]byte, 32), k)
+	data := s.Seal(nil, KindData, 64, 2, pattern(50, 2), k)
+	for i, f := range [][]byte{hello, data} {
+		h, _, err := r.Receive(f)
+		if err != nil || h.Seq != uint64(i+1) || h.Session != 42 || h.Plane != 1 || h.Host != 3 {
+			t.Fatalf("frame %d: %+v %v", i, h, err)
+		}
+	}
+	if s.Sent() != 2 {
+		t.Fatalf("sent %d", s.Sent())
+	}
+	if _, _, err := r.Receive(data); err == nil || reasonOf(t, err) != Replay {
+		t.Fatalf("the same frame twice: %v", err)
+	}
+	// A restarted sender: a later session starts again at 1.
+	s2 := Stream{Host: 3, Plane: 1, Dir: ToFabric, Session: 43}
+	if h, _, err := r.Receive(s2.Seal(nil, KindHello, 0, 0, make([]byte, 32), k)); err != nil || h.Seq != 1 {
+		t.Fatalf("restart: %+v %v", h, err)
+	}
+}
