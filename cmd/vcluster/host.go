@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -41,36 +40,6 @@ func hostAddrFlag(flag, v string) error {
 		return usageError(fmt.Errorf("--%s: %q is not a host:port address (e.g. 127.0.0.1:7400)", flag, v))
 	}
 	return nil
-}
-
-// readyInfo is what --ready-file says once the host listens and serves.
-type readyInfo struct {
-	PID    int    `json:"pid"`
-	API    string `json:"api"`
-	Tunnel string `json:"tunnel"`
-}
-
-// writeReadyFile writes v as JSON to path atomically (a temporary file
-// in the same directory, then a rename).
-func writeReadyFile(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func newHostCmd() *cobra.Command {
