@@ -129,6 +129,10 @@ func TestE2EUpCollectiveDown(t *testing.T) {
 	if ps.code != 0 || strings.Count(ps.stdout, " up ") != 5 {
 		t.Errorf("lab ps: exit %d, want 5 processes up:\n%s%s", ps.code, ps.stdout, ps.stderr)
 	}
+	again := vcluster(t, time.Minute, append([]string{"lab", "up", "--dir", dir}, e2eUp...)...)
+	if again.code != 2 || !strings.Contains(again.stderr, "a lab is up there") {
+		t.Errorf("a second lab up in the same directory: exit %d, want 2 saying a lab is up\n%s", again.code, again.stderr)
+	}
 	down := vcluster(t, time.Minute, "lab", "down", "--dir", dir)
 	if down.code != 0 {
 		t.Fatalf("lab down: exit %d\n%s%s", down.code, down.stdout, down.stderr)
