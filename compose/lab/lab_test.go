@@ -472,3 +472,28 @@ func TestJudge(t *testing.T) {
 		t.Errorf("all verified: %v", err)
 	}
 }
+
+// A state directory whose processes are all gone (a crashed machine, a
+// killed lab) is reused by the next lab up.
+func TestUpReusesStaleState(t *testing.T) {
+	dir := fakeDir(t.TempDir())
+	os.MkdirAll(dir, 0o755)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := &State{Version: StateVersion, Dir: dir, Runtime: RuntimeProcess, Processes: []Process{
+		{Name: FabricName, Role: RoleFabric, Host: -1, PID: dead.Process.Pid, ReadyFile: filepath.Join(dir, RunDir, "fabric.ready")}}}
+	if err := stale.Save(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Up(context.Background(), UpOptions{Dir: dir, Runtime: ProcessRuntime{}, Executable: testExe(t),
+		Sets: []string{"fabric.preset=C", "fabric.hosts=2", "fabric.hostsPerT0=2"}, PlaneBps: 1e9, ReadyTimeout: 20 * time.Second, HealthTimeout: 20 * time.Second}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("up over a stale state: %v", err)
+	}
+	t.Cleanup(func() { Down(dir, &bytes.Buffer{}) })
+	if len(st.Processes) != 3 || st.Processes[0].PID == dead.Process.Pid {
+		t.Errorf("state after up: %+v", st.Processes)
+	}
+}
