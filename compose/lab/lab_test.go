@@ -497,3 +497,23 @@ func TestUpReusesStaleState(t *testing.T) {
 		t.Errorf("state after up: %+v", st.Processes)
 	}
 }
+
+// lab ps's table: a dash for what is unknown, and why a starting process
+// is not up.
+func TestWriteRows(t *testing.T) {
+	var b bytes.Buffer
+	WriteRows(&b, []Row{
+		{Name: "fabric", Role: RoleFabric, PID: 10, State: StateUp, API: "127.0.0.1:1", Address: "127.0.0.1:2", LagP99: 1500 * time.Nanosecond},
+		{Name: "h0", Role: RoleHost, PID: 11, State: StateStarting, API: "127.0.0.1:3", Address: "-", LagP99: -1, Why: `health says "starting"`},
+		{Name: "h1", Role: RoleHost, PID: 12, State: StateDown, API: "127.0.0.1:4", Address: "-", LagP99: -1, Why: "not running"},
+	})
+	want := `NAME    ROLE    PID  STATE     API          ADDRESS      LAG-p99
+fabric  fabric  10   up        127.0.0.1:1  127.0.0.1:2  2µs
+h0      host    11   starting  127.0.0.1:3  -            -
+h1      host    12   down      127.0.0.1:4  -            -
+h0 is starting: health says "starting"
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
