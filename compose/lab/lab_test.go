@@ -517,3 +517,43 @@ h0 is starting: health says "starting"
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// lab up --config: the processes read a copy in run/ (a restart reads
+// what the lab started with, even if the file changed since), and
+// lab down removes it.
+func TestUpConfigCopy(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "lab.yaml")
+	os.WriteFile(cfg, []byte("fabric:\n  preset: C\n  hosts: 2\n  hostsPerT0: 2\n"), 0o644)
+	dir := fakeDir(t.TempDir())
+	st, err := Up(context.Background(), UpOptions{Dir: dir, Runtime: ProcessRuntime{}, Executable: testExe(t), Config: cfg,
+		PlaneBps: 1e9, ReadyTimeout: 20 * time.Second, HealthTimeout: 20 * time.Second}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Down(dir, &bytes.Buffer{}) })
+	copyPath := filepath.Join(dir, RunDir, ConfigCopy)
+	if b, err := os.ReadFile(copyPath); err != nil || !strings.Contains(string(b), "hostsPerT0: 2") {
+		t.Errorf("config copy: %v %q", err, b)
+	}
+	if st.Hosts != 2 || len(st.Processes) != 3 {
+		t.Errorf("hosts %d, processes %v", st.Hosts, st.Names())
+	}
+	for _, p := range st.Processes {
+		if i := slices.Index(p.Args, "--config"); i < 0 || p.Args[i+1] != copyPath {
+			t.Errorf("%s args %v: --config is not the copy", p.Name, p.Args)
+		}
+	}
+	os.WriteFile(cfg, []byte("fabric:\n  planes: 0\n"), 0o644) // the original changes: the lab does not care
+	h1, _ := st.Process("h1")
+	syscall.Kill(h1.PID, syscall.SIGKILL)
+	waitGonePID(h1.PID, 10*time.Second)
+	if err := Restart(context.Background(), dir, "h1", RestartOptions{ReadyTimeout: 20 * time.Second, HealthTimeout: 20 * time.Second}, &bytes.Buffer{}); err != nil {
+		t.Errorf("restart after the config file changed: %v", err)
+	}
+	if err := Down(dir, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copyPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the config copy survives lab down: %v", err)
+	}
+}
