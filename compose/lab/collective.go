@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -263,10 +262,4 @@ func judge(outs []RankOutcome, errOut io.Writer) error {
 		reasons = append(reasons, strings.Join(unverified, ", ")+" not verified")
 	}
 	return &CollectiveFailedError{Hosts: hosts, Reasons: reasons}
-}
-
-// IsCollectiveFailed reports whether err is a failed collective.
-func IsCollectiveFailed(err error) bool {
-	var e *CollectiveFailedError
-	return errors.As(err, &e)
 }
