@@ -257,6 +257,9 @@ events:
 	if f.code != 0 || !strings.Contains(f.stdout, "1 event scheduled") {
 		t.Errorf("lab fault: exit %d\n%s%s", f.code, f.stdout, f.stderr)
 	}
+	if !alivePID(cmd.Process.Pid) { // still running (not even a zombie): the cut came during it
+		t.Errorf("the collective was over before the fault was applied: it tests nothing\n%s", out)
+	}
 	if code := waitCmd(t, cmd, 3*time.Minute); code != 0 || !regexp.MustCompile(`(?m)\s0\s+ok$`).MatchString(out.String()) {
 		t.Fatalf("the collective across the cut: exit %d, want 0 and verified\nstdout:\n%s\nstderr:\n%s\n%s", code, out, errOut, labLogs(dir))
 	}
