@@ -557,3 +557,25 @@ func TestUpConfigCopy(t *testing.T) {
 		t.Errorf("the config copy survives lab down: %v", err)
 	}
 }
+
+// A restarted fabric listens where it did: the hosts keep its tunnel
+// address, the state its API.
+func TestRestartFabricKeepsAddresses(t *testing.T) {
+	dir, st, _ := fakeUp(t, "2", "fabric.hostsPerT0=2")
+	fab, _ := st.Process(FabricName)
+	syscall.Kill(fab.PID, syscall.SIGKILL)
+	if !waitGonePID(fab.PID, 10*time.Second) {
+		t.Fatal("the fabric did not die")
+	}
+	if err := Restart(context.Background(), dir, FabricName, RestartOptions{ReadyTimeout: 20 * time.Second}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := LoadState(dir)
+	f2, _ := now.Process(FabricName)
+	if f2.PID == fab.PID || f2.API != fab.API || f2.Tunnel != fab.Tunnel {
+		t.Errorf("restarted fabric: pid %d api %s tunnel %s; was pid %d api %s tunnel %s", f2.PID, f2.API, f2.Tunnel, fab.PID, fab.API, fab.Tunnel)
+	}
+	if i := slices.Index(f2.Args, "--listen"); i < 0 || f2.Args[i+1] != fab.Tunnel {
+		t.Errorf("restart args %v do not listen on %s", f2.Args, fab.Tunnel)
+	}
+}
