@@ -153,6 +153,12 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	if err := checkNoLab(dir, o.Runtime); err != nil {
 		return nil, err
 	}
+	var configBytes []byte // read before anything is written
+	if o.Config != "" {
+		if configBytes, err = os.ReadFile(o.Config); err != nil {
+			return nil, invalid("--config: %v", err)
+		}
+	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = DefaultReadyTimeout
 	}
@@ -179,12 +185,8 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		return nil, err
 	}
 	if o.Config != "" {
-		b, err := os.ReadFile(o.Config)
-		if err != nil {
-			return nil, invalid("--config: %v", err)
-		}
 		st.Config = filepath.Join(dir, RunDir, ConfigCopy)
-		if err := writeFileAtomic(st.Config, b, 0o644); err != nil {
+		if err := writeFileAtomic(st.Config, configBytes, 0o644); err != nil {
 			return nil, err
 		}
 	}
