@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,7 @@ type labStep struct {
 	wall, cpu      time.Duration
 	fabricDrops    uint64
 	dropReasons    string
+	allocs         float64 // heap allocations per frame sent (whole process)
 	delivered      float64
 	keptUp, ok     bool
 }
@@ -67,6 +69,8 @@ func (l *labLoad) run(f *labfabric.Fabric, rate float64, d time.Duration, lagBou
 	}
 	var sent atomic.Uint64
 	var wg sync.WaitGroup
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	w0, c0 := time.Now(), cpuTime()
 	per := rate / float64(len(l.hosts))
 	for i, h := range l.hosts {
@@ -124,6 +128,10 @@ func (l *labLoad) run(f *labfabric.Fabric, rate float64, d time.Duration, lagBou
 		return st, err
 	}
 	st.sent, st.received = sent.Load(), rx-rx0
+	runtime.ReadMemStats(&m1)
+	if st.sent > 0 {
+		st.allocs = float64(m1.Mallocs-m0.Mallocs) / float64(st.sent)
+	}
 	for _, r := range tunnel.Reasons() {
 		if n := s1.Drops[r.String()] - s0.Drops[r.String()]; n > 0 {
 			st.fabricDrops += n
@@ -149,9 +157,9 @@ func printLabStep(w io.Writer, s labStep) {
 	case !s.ok:
 		verdict = "senders short"
 	}
-	fmt.Fprintf(w, "%12.0f %10d %10d %9.2f%% %8d %10v %10v %10v %9v %9v %5.0f%%  %s\n", s.rate, s.sent, s.received, 100*s.delivered, s.fabricDrops,
+	fmt.Fprintf(w, "%12.0f %10d %10d %9.2f%% %8d %10v %10v %10v %9v %9v %5.0f%% %7.2f  %s\n", s.rate, s.sent, s.received, 100*s.delivered, s.fabricDrops,
 		s.p50.Round(time.Microsecond), s.p99.Round(time.Microsecond), s.max.Round(time.Microsecond),
-		s.wall.Round(time.Millisecond), s.cpu.Round(time.Millisecond), 100*s.cpu.Seconds()/s.wall.Seconds(), verdict+s.dropReasons)
+		s.wall.Round(time.Millisecond), s.cpu.Round(time.Millisecond), 100*s.cpu.Seconds()/s.wall.Seconds(), s.allocs, verdict+s.dropReasons)
 }
 
 func newBenchLabFabricCmd() *cobra.Command {
@@ -230,7 +238,7 @@ reports the lag. CPU time is the whole process's (fabric and hosts).`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "lab fabric: %d hosts, planes %v, %s, %s; frames of %d B (payload %d B), %v per step, loop keeps up: p99 lag ≤ %v\n",
 				topo.Hosts, load.planes, topo.Mode, lab.Scaling, len(load.frames[0][0]), payload, duration, lagBound)
-			hdr := fmt.Sprintf("%12s %10s %10s %10s %8s %10s %10s %10s %9s %9s %6s  %s\n", "offered/s", "sent", "received", "delivered", "dropped", "lag p50", "lag p99", "lag max", "wall", "cpu", "cpu%", "")
+			hdr := fmt.Sprintf("%12s %10s %10s %10s %8s %10s %10s %10s %9s %9s %6s %7s  %s\n", "offered/s", "sent", "received", "delivered", "dropped", "lag p50", "lag p99", "lag max", "wall", "cpu", "cpu%", "allocs", "")
 			fmt.Fprint(w, hdr)
 			capacity := 0.0
 			for rate := startRate; rate <= maxRate; rate *= 1.5 {
