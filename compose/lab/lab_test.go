@@ -579,3 +579,11 @@ func TestRestartFabricKeepsAddresses(t *testing.T) {
 		t.Errorf("restart args %v do not listen on %s", f2.Args, fab.Tunnel)
 	}
 }
+
+// A fat-tree lab says so in the summary.
+func TestUpFatTreeSummary(t *testing.T) {
+	_, st, summary := fakeUp(t, "16", "fabric.preset=", "fabric.topology=fattree", "fabric.k=4")
+	if st.Hosts != 16 || !strings.Contains(summary, "topology: fattree, k=4, 1 plane\n") {
+		t.Errorf("hosts %d, summary:\n%s", st.Hosts, summary)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vcluster/vcluster/compose/labspec"
 	"github.com/vcluster/vcluster/compose/tunnel"
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/units"
 )
 
@@ -246,7 +247,11 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	}
 	f := lab.Config.Fabric
 	fmt.Fprintf(out, "lab up in %s: 1 fabric + %d hosts, runtime %s, transport %s\n", dir, st.Hosts, st.Runtime, st.Transport)
-	fmt.Fprintf(out, "topology: %s, %d planes × %d T0 (%d hosts each) × %d T1\n", f.Topology, f.Planes, f.T0PerPlane, f.HostsPerT0, f.T1PerPlane)
+	if f.Topology == config.TopologyClos {
+		fmt.Fprintf(out, "topology: clos, %s × %d T0 (%d hosts each) × %d T1\n", plural(f.Planes, "plane"), f.T0PerPlane, f.HostsPerT0, f.T1PerPlane)
+	} else {
+		fmt.Fprintf(out, "topology: %s, k=%d, %s\n", f.Topology, f.K, plural(f.Planes, "plane"))
+	}
 	fmt.Fprintf(out, "scaling: %s\n", st.Scaling)
 	writePs(ctx, out, o.Runtime, st)
 	fmt.Fprintf(out, "logs in %s; stop it with: vcluster lab down --dir %s\n", filepath.Join(dir, LogDir), dir)
