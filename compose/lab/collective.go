@@ -132,12 +132,25 @@ func RunCollective(ctx context.Context, dir string, o CollectiveOptions, out, er
 	if err := CheckCollective(&o); err != nil {
 		return nil, err
 	}
-	st, _, err := Open(dir)
+	st, rt, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkMembers(st, &o); err != nil {
 		return nil, err
+	}
+	// A member whose process is gone fails the run before any member
+	// starts (and waits for it).
+	var gone []int
+	var names []string
+	for _, h := range o.Hosts {
+		if p, _ := st.HostProcess(h); !rt.Alive(*p) {
+			gone = append(gone, h)
+			names = append(names, p.Name)
+		}
+	}
+	if len(gone) > 0 {
+		return nil, &CollectiveFailedError{Hosts: gone, Reasons: []string{fmt.Sprintf("%s not running: lab restart %s", strings.Join(names, ", "), names[0])}}
 	}
 	req := labapi.CollectiveRequest{ID: newRunID(), Op: o.Op, Algorithm: o.Algo, Size: o.Size,
 		Iters: o.Iters, Warmup: o.Warmup, TimeoutMs: int(o.Timeout.Milliseconds())}

@@ -258,6 +258,10 @@ func TestKilledHostRestart(t *testing.T) {
 			t.Errorf("ps: %s is %s, want %s", r.Name, r.State, want)
 		}
 	}
+	_, err = RunCollective(context.Background(), dir, CollectiveOptions{Op: "allreduce", Size: "1M", Iters: 1, Timeout: 10 * time.Second}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.As(err, &ce) || !slices.Equal(ce.Hosts, []int{2}) || !strings.Contains(err.Error(), "h2 not running: lab restart h2") {
+		t.Errorf("collective with h2 gone: %v, want it refused naming h2", err)
+	}
 	if err := Restart(context.Background(), dir, "h0", RestartOptions{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "h0 is running") {
 		t.Errorf("restart of a running host: %v", err)
 	}
