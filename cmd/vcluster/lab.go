@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/compose/lab"
-	"github.com/vcluster/vcluster/compose/labspec"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/units"
 )
@@ -63,22 +62,6 @@ authenticated UDP tunnels, with link speeds scaled so the CPU keeps up
 	return cmd
 }
 
-// planeSpeed is --plane-speed's range (labspec's bounds).
-func planeSpeed() flagCheck {
-	allowed := fmt.Sprintf("a speed in [%s, %s] (bits/s with k, M, G, T: powers of 1000, e.g. 100M, 1G)",
-		units.FormatSpeed(labspec.MinPlaneBps), units.FormatSpeed(labspec.MaxPlaneBps))
-	return flagCheck{allowed, func(s string) error {
-		v, err := units.ParseSpeed(s)
-		if err != nil {
-			return fmt.Errorf("%s is not a speed; must be %s", s, allowed)
-		}
-		if v < labspec.MinPlaneBps || v > labspec.MaxPlaneBps {
-			return outOfRange(s, allowed)
-		}
-		return nil
-	}}
-}
-
 // setsKey reports whether one of the --set values sets key.
 func setsKey(sets []string, key string) bool {
 	return slices.ContainsFunc(sets, func(kv string) bool { return strings.HasPrefix(strings.TrimSpace(kv), key+"=") })
@@ -107,7 +90,7 @@ func newLabUpCmd(dir *string) *cobra.Command {
 	f.IntVar(&hosts, "hosts", 0, "number of hosts, one process each (same as --set fabric.hosts=…; 0: the config's)")
 	limit(f, "hosts", intIn(0, lab.MaxHosts, "0: the config's"))
 	f.StringVar(&speed, "plane-speed", "1G", "host-link speed per plane the lab runs at (fabric links scaled by the same factor)")
-	limit(f, "plane-speed", planeSpeed())
+	limit(f, "plane-speed", planeSpeedFlag())
 	f.StringSliceVar(&netns, "tun-netns", nil, "network `namespaces`, comma-separated, in host order: host i's TUN goes into the i-th (an empty item: none)")
 	f.DurationVar(&wait, "timeout", lab.DefaultHealthTimeout, "bound on each process's start and on the wait for every host to be up")
 	limit(f, "timeout", labWait())

@@ -90,3 +90,36 @@ func TestLabDownNoLab(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// Every `vcluster lab …` line docs/lab.md shows names a lab command and
+// only flags it has (or inherits), and every lab command has a section.
+func TestLabDocCommandsExist(t *testing.T) {
+	doc := readDoc(t, "../../docs/lab.md")
+	root := newRootCmd()
+	n := 0
+	for _, line := range docCommands(doc) {
+		if !strings.HasPrefix(line, "lab ") {
+			continue
+		}
+		c := commandFor(root, line)
+		if c.Name() == "lab" && !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(line, "lab")), "-") {
+			t.Errorf("docs/lab.md: `vcluster %s`: no such lab command", line)
+			continue
+		}
+		for _, m := range docFlag.FindAllStringSubmatch(line, -1) {
+			n++
+			if c.Flags().Lookup(m[1]) == nil && c.InheritedFlags().Lookup(m[1]) == nil {
+				t.Errorf("docs/lab.md: `vcluster %s`: %s has no flag --%s", line, c.CommandPath(), m[1])
+			}
+		}
+	}
+	if n < 15 {
+		t.Errorf("only %d flags found in docs/lab.md's command lines", n)
+	}
+	lab, _, _ := root.Find([]string{"lab"})
+	for _, c := range lab.Commands() {
+		if c.Name() != "help" && c.Name() != "completion" && !strings.Contains(doc, "### lab "+c.Name()+"\n") {
+			t.Errorf("docs/lab.md has no section \"### lab %s\"", c.Name())
+		}
+	}
+}

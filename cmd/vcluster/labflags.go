@@ -18,13 +18,14 @@ import (
 // planeSpeedFlag is --plane-speed's check: a speed with a unit in
 // labspec's range.
 func planeSpeedFlag() flagCheck {
-	allowed := fmt.Sprintf("a speed with a unit in %s..%s, e.g. 1G", units.FormatSpeed(labspec.MinPlaneBps), units.FormatSpeed(labspec.MaxPlaneBps))
-	return flagCheck{allowed: allowed, check: func(s string) error {
-		bps, err := units.ParseSpeed(s)
+	allowed := fmt.Sprintf("a speed in [%s, %s] (bits/s with k, M, G, T: powers of 1000, e.g. 100M, 1G)",
+		units.FormatSpeed(labspec.MinPlaneBps), units.FormatSpeed(labspec.MaxPlaneBps))
+	return flagCheck{allowed, func(s string) error {
+		v, err := units.ParseSpeed(s)
 		if err != nil {
-			return fmt.Errorf("%v; must be %s", err, allowed)
+			return fmt.Errorf("%s is not a speed; must be %s", s, allowed)
 		}
-		if bps < labspec.MinPlaneBps || bps > labspec.MaxPlaneBps {
+		if v < labspec.MinPlaneBps || v > labspec.MaxPlaneBps {
 			return outOfRange(s, allowed)
 		}
 		return nil

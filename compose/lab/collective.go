@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -48,7 +47,8 @@ func (r RankOutcome) Failed() bool { return r.Err != nil || r.Resp.Error != "" |
 
 // CollectiveFailedError is a collective in which some rank failed: Hosts
 // are the hosts to blame (those that did not answer, those others named
-// as the failed peer, those that failed on their own).
+// as the failed peer, those that failed on their own); Reasons says, in
+// short, why each is blamed (the ranks' own messages go to stderr).
 type CollectiveFailedError struct {
 	Hosts   []int
 	Reasons []string
@@ -59,7 +59,7 @@ func (e *CollectiveFailedError) Error() string {
 	for i, h := range e.Hosts {
 		names[i] = labspec.HostName(h)
 	}
-	return fmt.Sprintf("collective failed on %s: %s", strings.Join(names, ", "), strings.Join(e.Reasons, "; "))
+	return fmt.Sprintf("collective failed on %s (%s)", strings.Join(names, ", "), strings.Join(e.Reasons, "; "))
 }
 
 // CheckCollective validates o's flags, before any lab is read (an
@@ -132,12 +132,25 @@ func RunCollective(ctx context.Context, dir string, o CollectiveOptions, out, er
 	if err := CheckCollective(&o); err != nil {
 		return nil, err
 	}
-	st, _, err := Open(dir)
+	st, rt, err := Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkMembers(st, &o); err != nil {
 		return nil, err
+	}
+	// A member whose process is gone fails the run before any member
+	// starts (and waits for it).
+	var gone []int
+	var names []string
+	for _, h := range o.Hosts {
+		if p, _ := st.HostProcess(h); !rt.Alive(*p) {
+			gone = append(gone, h)
+			names = append(names, p.Name)
+		}
+	}
+	if len(gone) > 0 {
+		return nil, &CollectiveFailedError{Hosts: gone, Reasons: []string{fmt.Sprintf("%s not running: lab restart %s", strings.Join(names, ", "), names[0])}}
 	}
 	req := labapi.CollectiveRequest{ID: newRunID(), Op: o.Op, Algorithm: o.Algo, Size: o.Size,
 		Iters: o.Iters, Warmup: o.Warmup, TimeoutMs: int(o.Timeout.Milliseconds())}
@@ -208,34 +221,37 @@ func summarize(o CollectiveOptions, outs []RankOutcome) collectives.Result {
 	return r
 }
 
-// judge prints each failed rank's error and returns the verdict.
+// judge prints each failed rank's error to errOut and returns the
+// verdict: nil, or a *CollectiveFailedError naming the hosts to blame.
 func judge(outs []RankOutcome, errOut io.Writer) error {
 	blamed := map[int]bool{}
-	var reasons []string
+	var silent, own, unverified []string
+	blamers := map[int][]string{} // blamed host → the hosts that name it
 	for _, x := range outs {
 		name := labspec.HostName(x.Host)
 		switch {
 		case x.Err != nil:
 			blamed[x.Host] = true
-			reasons = append(reasons, x.Err.Error())
+			silent = append(silent, name)
+			fmt.Fprintln(errOut, x.Err)
 		case x.Resp.Error != "":
 			msg := fmt.Sprintf("%s (rank %d): %s", name, x.Resp.Rank, x.Resp.Error)
-			if x.Resp.FailedPeer >= 0 && x.Resp.FailedPeer != x.Host {
-				blamed[x.Resp.FailedPeer] = true
-				msg += " (blames " + labspec.HostName(x.Resp.FailedPeer) + ")"
+			if p := x.Resp.FailedPeer; p >= 0 && p != x.Host {
+				blamed[p] = true
+				blamers[p] = append(blamers[p], name)
+				msg += " (blames " + labspec.HostName(p) + ")"
 			} else {
 				blamed[x.Host] = true
+				own = append(own, name)
 			}
-			reasons = append(reasons, msg)
+			fmt.Fprintln(errOut, msg)
 		case !x.Resp.Verified:
 			blamed[x.Host] = true
-			reasons = append(reasons, fmt.Sprintf("%s (rank %d): output not verified (%d wrong elements)", name, x.Resp.Rank, x.Resp.Wrong))
-		default:
-			continue
+			unverified = append(unverified, name)
+			fmt.Fprintf(errOut, "%s (rank %d): output not verified (%d wrong elements)\n", name, x.Resp.Rank, x.Resp.Wrong)
 		}
-		fmt.Fprintln(errOut, reasons[len(reasons)-1])
 	}
-	if len(reasons) == 0 {
+	if len(blamed) == 0 {
 		return nil
 	}
 	var hosts []int
@@ -243,11 +259,20 @@ func judge(outs []RankOutcome, errOut io.Writer) error {
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
+	var reasons []string
+	if len(silent) > 0 {
+		reasons = append(reasons, strings.Join(silent, ", ")+" gave no answer")
+	}
+	for _, h := range hosts {
+		if bs := blamers[h]; len(bs) > 0 {
+			reasons = append(reasons, fmt.Sprintf("%s blame%s %s", strings.Join(bs, ", "), map[bool]string{true: "s", false: ""}[len(bs) == 1], labspec.HostName(h)))
+		}
+	}
+	if len(own) > 0 {
+		reasons = append(reasons, strings.Join(own, ", ")+" failed")
+	}
+	if len(unverified) > 0 {
+		reasons = append(reasons, strings.Join(unverified, ", ")+" not verified")
+	}
 	return &CollectiveFailedError{Hosts: hosts, Reasons: reasons}
-}
-
-// IsCollectiveFailed reports whether err is a failed collective.
-func IsCollectiveFailed(err error) bool {
-	var e *CollectiveFailedError
-	return errors.As(err, &e)
 }

@@ -24,7 +24,15 @@ import (
 // processes share this machine's 2 cores with other work, and at 1 Gb/s
 // × 4 planes a host's loop falls behind wall time. The scaling is the
 // lab's, not the test's: the test checks the summary reports it.
-var e2eUp = []string{"--runtime", "process", "--preset", "C", "--hosts", "4", "--set", "fabric.hostsPerT0=2", "--plane-speed", "100M"}
+//
+// transport.mrc.rto=100ms: a host's loop runs tens of ms late while a
+// collective of several MiB is prepared on a loaded machine, and then
+// labhost's 10 ms lab RTO fires in bursts as the loop catches up, until
+// the QP runs out of retries (seen here: "retry limit exceeded after 13
+// timeouts" 80 ms into a 16M allreduce, host lag p99 39 ms). 100 ms rides
+// that out and still errors a dead peer's QPs within seconds.
+var e2eUp = []string{"--runtime", "process", "--preset", "C", "--hosts", "4", "--set", "fabric.hostsPerT0=2",
+	"--plane-speed", "100M", "--set", "transport.mrc.rto=100ms"}
 
 // cliResult is one vcluster invocation's outcome.
 type cliResult struct {
@@ -121,6 +129,10 @@ func TestE2EUpCollectiveDown(t *testing.T) {
 	if ps.code != 0 || strings.Count(ps.stdout, " up ") != 5 {
 		t.Errorf("lab ps: exit %d, want 5 processes up:\n%s%s", ps.code, ps.stdout, ps.stderr)
 	}
+	again := vcluster(t, time.Minute, append([]string{"lab", "up", "--dir", dir}, e2eUp...)...)
+	if again.code != 2 || !strings.Contains(again.stderr, "a lab is up there") {
+		t.Errorf("a second lab up in the same directory: exit %d, want 2 saying a lab is up\n%s", again.code, again.stderr)
+	}
 	down := vcluster(t, time.Minute, "lab", "down", "--dir", dir)
 	if down.code != 0 {
 		t.Fatalf("lab down: exit %d\n%s%s", down.code, down.stdout, down.stderr)
@@ -179,8 +191,8 @@ func waitCmd(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
 func TestE2EKilledHostRestart(t *testing.T) {
 	dir, st := e2eLab(t)
 	h2, _ := st.Process("h2")
-	// 64M at 100 Mb/s per plane: seconds of traffic.
-	cmd, out, errOut := startCollective(t, dir, "--op", "allreduce", "--size", "64M", "--timeout", "30s")
+	// 16M at 100 Mb/s per plane: over a second of traffic.
+	cmd, out, errOut := startCollective(t, dir, "--op", "allreduce", "--size", "16M", "--timeout", "30s")
 	time.Sleep(300 * time.Millisecond)
 	if err := syscall.Kill(h2.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill h2: %v", err)
@@ -242,8 +254,11 @@ events:
 	cmd, out, errOut := startCollective(t, dir, "--op", "allreduce", "--size", "16M", "--timeout", "60s")
 	time.Sleep(200 * time.Millisecond)
 	f := vcluster(t, time.Minute, "lab", "fault", "--dir", dir, plan)
-	if f.code != 0 || !strings.Contains(f.stdout, "1 events scheduled") {
+	if f.code != 0 || !strings.Contains(f.stdout, "1 event scheduled") {
 		t.Errorf("lab fault: exit %d\n%s%s", f.code, f.stdout, f.stderr)
+	}
+	if !alivePID(cmd.Process.Pid) { // still running (not even a zombie): the cut came during it
+		t.Errorf("the collective was over before the fault was applied: it tests nothing\n%s", out)
 	}
 	if code := waitCmd(t, cmd, 3*time.Minute); code != 0 || !regexp.MustCompile(`(?m)\s0\s+ok$`).MatchString(out.String()) {
 		t.Fatalf("the collective across the cut: exit %d, want 0 and verified\nstdout:\n%s\nstderr:\n%s\n%s", code, out, errOut, labLogs(dir))
@@ -273,7 +288,7 @@ events:
 	// `vcluster lab capture PORT | tshark -r -` while a collective runs.
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
-		t.Fatalf("tshark is not installed: %v", err)
+		t.Skipf("skipping the capture part: tshark is not installed (%v); the fault part above ran", err)
 	}
 	coll, _, _ := startCollective(t, dir, "--op", "allreduce", "--size", "4M", "--timeout", "60s")
 	defer waitCmd(t, coll, 3*time.Minute)

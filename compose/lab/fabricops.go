@@ -62,11 +62,19 @@ func Fault(ctx context.Context, dir, planFile string, out io.Writer) (labapi.Fau
 		}
 		return fr, fmt.Errorf("fabric (%s): %w", fab.API, err)
 	}
-	fmt.Fprintf(out, "fault plan %s: %d events scheduled from fabric time %s\n", planFile, fr.Events, fmtNs(fr.StartNs))
+	fmt.Fprintf(out, "fault plan %s: %s scheduled from fabric time %s\n", planFile, plural(fr.Events, "event"), fmtNs(fr.StartNs))
 	if s := strings.TrimRight(fr.Summary, "\n"); s != "" {
 		fmt.Fprintln(out, s)
 	}
 	return fr, nil
+}
+
+// plural is "1 event", "2 events".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // fmtNs prints a virtual time in ns as a duration.

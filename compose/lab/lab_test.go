@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vcluster/vcluster/compose/labapi"
 )
 
 // fakeUp starts a lab of the fake fabric and hosts in a fresh directory
@@ -256,6 +258,10 @@ func TestKilledHostRestart(t *testing.T) {
 			t.Errorf("ps: %s is %s, want %s", r.Name, r.State, want)
 		}
 	}
+	_, err = RunCollective(context.Background(), dir, CollectiveOptions{Op: "allreduce", Size: "1M", Iters: 1, Timeout: 10 * time.Second}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.As(err, &ce) || !slices.Equal(ce.Hosts, []int{2}) || !strings.Contains(err.Error(), "h2 not running: lab restart h2") {
+		t.Errorf("collective with h2 gone: %v, want it refused naming h2", err)
+	}
 	if err := Restart(context.Background(), dir, "h0", RestartOptions{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "h0 is running") {
 		t.Errorf("restart of a running host: %v", err)
 	}
@@ -284,7 +290,7 @@ func TestFabricCommands(t *testing.T) {
 	os.WriteFile(plan, []byte("events:\n  - at: 0s\n    kind: link_down\n    target: link:p0.t0.0-p0.t1.0\n"), 0o644)
 	var out bytes.Buffer
 	fr, err := Fault(context.Background(), dir, plan, &out)
-	if err != nil || fr.Events != 1 || !strings.Contains(out.String(), "1 events scheduled") || !strings.Contains(out.String(), "link_down") {
+	if err != nil || fr.Events != 1 || !strings.Contains(out.String(), "1 event scheduled") || !strings.Contains(out.String(), "link_down") {
 		t.Errorf("fault: %v %+v\n%s", err, fr, out.String())
 	}
 	os.WriteFile(plan, []byte("bad: yes\n"), 0o644)
@@ -437,4 +443,151 @@ func FuzzCopyPcapng(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		copyPcapng(&bytes.Buffer{}, bytes.NewReader(b), 0)
 	})
+}
+
+// The verdict names the hosts to blame, in short, and each rank's own
+// message goes to stderr.
+func TestJudge(t *testing.T) {
+	ok := labapi.CollectiveResponse{Verified: true, FailedPeer: -1}
+	blame2 := labapi.CollectiveResponse{Error: "peer host 2 stopped answering", FailedPeer: 2}
+	outs := []RankOutcome{
+		{Host: 0, Resp: blame2},
+		{Host: 1, Resp: blame2},
+		{Host: 2, Err: errors.New("h2 (127.0.0.1:1) gave no answer: connection refused")},
+		{Host: 3, Resp: labapi.CollectiveResponse{Error: "QP error", FailedPeer: -1, Rank: 3}},
+		{Host: 4, Resp: labapi.CollectiveResponse{Wrong: 7, FailedPeer: -1, Rank: 4}},
+		{Host: 5, Resp: ok},
+	}
+	var errOut bytes.Buffer
+	err := judge(outs, &errOut)
+	want := "collective failed on h2, h3, h4 (h2 gave no answer; h0, h1 blame h2; h3 failed; h4 not verified)"
+	if err == nil || err.Error() != want {
+		t.Errorf("verdict %v, want %s", err, want)
+	}
+	for _, line := range []string{"h0 (rank 0): peer host 2 stopped answering (blames h2)", "h2 (127.0.0.1:1) gave no answer", "h3 (rank 3): QP error", "h4 (rank 4): output not verified (7 wrong elements)"} {
+		if !strings.Contains(errOut.String(), line) {
+			t.Errorf("stderr lacks %q:\n%s", line, errOut.String())
+		}
+	}
+	if strings.Contains(errOut.String(), "h5") {
+		t.Errorf("a verified rank is reported:\n%s", errOut.String())
+	}
+	if err := judge([]RankOutcome{{Host: 0, Resp: ok}, {Host: 1, Resp: ok}}, &errOut); err != nil {
+		t.Errorf("all verified: %v", err)
+	}
+}
+
+// A state directory whose processes are all gone (a crashed machine, a
+// killed lab) is reused by the next lab up.
+func TestUpReusesStaleState(t *testing.T) {
+	dir := fakeDir(t.TempDir())
+	os.MkdirAll(dir, 0o755)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := &State{Version: StateVersion, Dir: dir, Runtime: RuntimeProcess, Processes: []Process{
+		{Name: FabricName, Role: RoleFabric, Host: -1, PID: dead.Process.Pid, ReadyFile: filepath.Join(dir, RunDir, "fabric.ready")}}}
+	if err := stale.Save(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Up(context.Background(), UpOptions{Dir: dir, Runtime: ProcessRuntime{}, Executable: testExe(t),
+		Sets: []string{"fabric.preset=C", "fabric.hosts=2", "fabric.hostsPerT0=2"}, PlaneBps: 1e9, ReadyTimeout: 20 * time.Second, HealthTimeout: 20 * time.Second}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("up over a stale state: %v", err)
+	}
+	t.Cleanup(func() { Down(dir, &bytes.Buffer{}) })
+	if len(st.Processes) != 3 || st.Processes[0].PID == dead.Process.Pid {
+		t.Errorf("state after up: %+v", st.Processes)
+	}
+}
+
+// lab ps's table: a dash for what is unknown, and why a starting process
+// is not up.
+func TestWriteRows(t *testing.T) {
+	var b bytes.Buffer
+	WriteRows(&b, []Row{
+		{Name: "fabric", Role: RoleFabric, PID: 10, State: StateUp, API: "127.0.0.1:1", Address: "127.0.0.1:2", LagP99: 1500 * time.Nanosecond},
+		{Name: "h0", Role: RoleHost, PID: 11, State: StateStarting, API: "127.0.0.1:3", Address: "-", LagP99: -1, Why: `health says "starting"`},
+		{Name: "h1", Role: RoleHost, PID: 12, State: StateDown, API: "127.0.0.1:4", Address: "-", LagP99: -1, Why: "not running"},
+	})
+	want := `NAME    ROLE    PID  STATE     API          ADDRESS      LAG-p99
+fabric  fabric  10   up        127.0.0.1:1  127.0.0.1:2  2µs
+h0      host    11   starting  127.0.0.1:3  -            -
+h1      host    12   down      127.0.0.1:4  -            -
+h0 is starting: health says "starting"
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// lab up --config: the processes read a copy in run/ (a restart reads
+// what the lab started with, even if the file changed since), and
+// lab down removes it.
+func TestUpConfigCopy(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "lab.yaml")
+	os.WriteFile(cfg, []byte("fabric:\n  preset: C\n  hosts: 2\n  hostsPerT0: 2\n"), 0o644)
+	dir := fakeDir(t.TempDir())
+	st, err := Up(context.Background(), UpOptions{Dir: dir, Runtime: ProcessRuntime{}, Executable: testExe(t), Config: cfg,
+		PlaneBps: 1e9, ReadyTimeout: 20 * time.Second, HealthTimeout: 20 * time.Second}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Down(dir, &bytes.Buffer{}) })
+	copyPath := filepath.Join(dir, RunDir, ConfigCopy)
+	if b, err := os.ReadFile(copyPath); err != nil || !strings.Contains(string(b), "hostsPerT0: 2") {
+		t.Errorf("config copy: %v %q", err, b)
+	}
+	if st.Hosts != 2 || len(st.Processes) != 3 {
+		t.Errorf("hosts %d, processes %v", st.Hosts, st.Names())
+	}
+	for _, p := range st.Processes {
+		if i := slices.Index(p.Args, "--config"); i < 0 || p.Args[i+1] != copyPath {
+			t.Errorf("%s args %v: --config is not the copy", p.Name, p.Args)
+		}
+	}
+	os.WriteFile(cfg, []byte("fabric:\n  planes: 0\n"), 0o644) // the original changes: the lab does not care
+	h1, _ := st.Process("h1")
+	syscall.Kill(h1.PID, syscall.SIGKILL)
+	waitGonePID(h1.PID, 10*time.Second)
+	if err := Restart(context.Background(), dir, "h1", RestartOptions{ReadyTimeout: 20 * time.Second, HealthTimeout: 20 * time.Second}, &bytes.Buffer{}); err != nil {
+		t.Errorf("restart after the config file changed: %v", err)
+	}
+	if err := Down(dir, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copyPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the config copy survives lab down: %v", err)
+	}
+}
+
+// A restarted fabric listens where it did: the hosts keep its tunnel
+// address, the state its API.
+func TestRestartFabricKeepsAddresses(t *testing.T) {
+	dir, st, _ := fakeUp(t, "2", "fabric.hostsPerT0=2")
+	fab, _ := st.Process(FabricName)
+	syscall.Kill(fab.PID, syscall.SIGKILL)
+	if !waitGonePID(fab.PID, 10*time.Second) {
+		t.Fatal("the fabric did not die")
+	}
+	if err := Restart(context.Background(), dir, FabricName, RestartOptions{ReadyTimeout: 20 * time.Second}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := LoadState(dir)
+	f2, _ := now.Process(FabricName)
+	if f2.PID == fab.PID || f2.API != fab.API || f2.Tunnel != fab.Tunnel {
+		t.Errorf("restarted fabric: pid %d api %s tunnel %s; was pid %d api %s tunnel %s", f2.PID, f2.API, f2.Tunnel, fab.PID, fab.API, fab.Tunnel)
+	}
+	if i := slices.Index(f2.Args, "--listen"); i < 0 || f2.Args[i+1] != fab.Tunnel {
+		t.Errorf("restart args %v do not listen on %s", f2.Args, fab.Tunnel)
+	}
+}
+
+// A fat-tree lab says so in the summary.
+func TestUpFatTreeSummary(t *testing.T) {
+	_, st, summary := fakeUp(t, "16", "fabric.preset=", "fabric.topology=fattree", "fabric.k=4")
+	if st.Hosts != 16 || !strings.Contains(summary, "topology: fattree, k=4, 1 plane\n") {
+		t.Errorf("hosts %d, summary:\n%s", st.Hosts, summary)
+	}
 }

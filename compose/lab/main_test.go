@@ -55,7 +55,11 @@ func vclusterBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "vcluster")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/vcluster")
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go") // the toolchain running this test
+		if _, err := os.Stat(goTool); err != nil {
+			goTool = "go"
+		}
+		cmd := exec.Command(goTool, "build", "-o", binPath, "./cmd/vcluster")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/vcluster: %v\n%s", err, out)

@@ -97,7 +97,7 @@ func writePs(ctx context.Context, out io.Writer, rt Runtime, st *State) []Row {
 }
 
 // WriteRows prints rows as a table: NAME ROLE PID STATE API ADDRESS
-// LAG-p99.
+// LAG-p99, then why each process that is starting is not up yet.
 func WriteRows(out io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tROLE\tPID\tSTATE\tAPI\tADDRESS\tLAG-p99")
@@ -113,6 +113,11 @@ func WriteRows(out io.Writer, rows []Row) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Role, pid, r.State, orDash(r.API), orDash(r.Address), lag)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.State == StateStarting && r.Why != "" {
+			fmt.Fprintf(out, "%s is starting: %s\n", r.Name, r.Why)
+		}
+	}
 }
 
 func orDash(s string) string {

@@ -21,7 +21,8 @@ type Runtime interface {
 	// Name is the --runtime value that selects it.
 	Name() string
 	// Start starts p (Name, Role, Args, Log and ReadyFile set; the ready
-	// file absent) and returns it with PID, API, Tunnel and Started
+	// file absent) as exe, the vcluster binary the lab runs (a container
+	// runtime runs its image's instead), and returns it with PID, API, Tunnel and Started
 	// filled once its ready file says it serves. If the process ends or
 	// ctx ends first, Start stops what it started and says why.
 	Start(ctx context.Context, exe string, p Process) (Process, error)

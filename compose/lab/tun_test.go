@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/vcluster/vcluster/compose/labapi"
@@ -68,6 +69,11 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, ns := range []string{nsA, nsB} {
+		if !tunTestHasLink(t, ns, tunbridge.DefaultName) {
+			t.Fatalf("lab up returned, but namespace %s has no %s\n%s", ns, tunbridge.DefaultName, labLogs(dir))
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -116,6 +122,38 @@ func TestTunPingAcrossTheLab(t *testing.T) {
 	if err != nil {
 		t.Errorf("ip netns exec %s ping -6 -c 2 -W 5 %s: %v\n%s", nsB, addr0, err, out)
 	}
+
+	// lab down takes the devices away with the hosts.
+	if r := vcluster(t, time.Minute, "lab", "down", "--dir", dir); r.code != 0 {
+		t.Fatalf("lab down: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, ns := range []string{nsA, nsB} {
+		deadline := time.Now().Add(15 * time.Second)
+		for tunTestHasLink(t, ns, tunbridge.DefaultName) {
+			if time.Now().After(deadline) {
+				t.Errorf("namespace %s still has %s 15s after lab down", ns, tunbridge.DefaultName)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// tunTestHasLink reports whether namespace ns has an interface name.
+func tunTestHasLink(t *testing.T, ns, name string) bool {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	_, err = nl.LinkByName(name)
+	return err == nil
 }
 
 // tunTestNamespace creates a named network namespace, deleted in Cleanup.

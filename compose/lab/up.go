@@ -16,6 +16,7 @@ import (
 
 	"github.com/vcluster/vcluster/compose/labspec"
 	"github.com/vcluster/vcluster/compose/tunnel"
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/units"
 )
 
@@ -153,6 +154,12 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	if err := checkNoLab(dir, o.Runtime); err != nil {
 		return nil, err
 	}
+	var configBytes []byte // read before anything is written
+	if o.Config != "" {
+		if configBytes, err = os.ReadFile(o.Config); err != nil {
+			return nil, invalid("--config: %v", err)
+		}
+	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = DefaultReadyTimeout
 	}
@@ -179,12 +186,8 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		return nil, err
 	}
 	if o.Config != "" {
-		b, err := os.ReadFile(o.Config)
-		if err != nil {
-			return nil, invalid("--config: %v", err)
-		}
 		st.Config = filepath.Join(dir, RunDir, ConfigCopy)
-		if err := writeFileAtomic(st.Config, b, 0o644); err != nil {
+		if err := writeFileAtomic(st.Config, configBytes, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +247,11 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	}
 	f := lab.Config.Fabric
 	fmt.Fprintf(out, "lab up in %s: 1 fabric + %d hosts, runtime %s, transport %s\n", dir, st.Hosts, st.Runtime, st.Transport)
-	fmt.Fprintf(out, "topology: %s, %d planes × %d T0 (%d hosts each) × %d T1\n", f.Topology, f.Planes, f.T0PerPlane, f.HostsPerT0, f.T1PerPlane)
+	if f.Topology == config.TopologyClos {
+		fmt.Fprintf(out, "topology: clos, %s × %d T0 (%d hosts each) × %d T1\n", plural(f.Planes, "plane"), f.T0PerPlane, f.HostsPerT0, f.T1PerPlane)
+	} else {
+		fmt.Fprintf(out, "topology: %s, k=%d, %s\n", f.Topology, f.K, plural(f.Planes, "plane"))
+	}
 	fmt.Fprintf(out, "scaling: %s\n", st.Scaling)
 	writePs(ctx, out, o.Runtime, st)
 	fmt.Fprintf(out, "logs in %s; stop it with: vcluster lab down --dir %s\n", filepath.Join(dir, LogDir), dir)
