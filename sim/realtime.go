@@ -160,6 +160,7 @@ func (l *Loop) runRealtime(limit Time, cond func() bool) {
 	for !l.halted() {
 		l.drainInjected()
 		if cond != nil && !cond() {
+			l.catchUp()
 			return
 		}
 		var due int64
@@ -196,6 +197,23 @@ func (l *Loop) runRealtime(limit Time, cond func() bool) {
 		}
 		l.recordLag(due)
 		l.fire(e)
+	}
+}
+
+// catchUp moves Now to the wall's time, or to the next event's when that
+// is earlier (never past an event still to run). A real-time loop that
+// returns to its caller after an idle spell would otherwise keep the time
+// of its last event: whatever the caller then schedules relative to Now
+// (a QP's first timeout, say) would be due in the wall's past and fire at
+// once, the loop racing through virtual time it should have spent
+// waiting for the network.
+func (l *Loop) catchUp() {
+	t := l.rt.virtualAt(l.rt.wall.Now())
+	if l.q.len() > 0 {
+		t = min(t, Time(l.q.minBound()))
+	}
+	if t > l.now {
+		l.now = t
 	}
 }
 

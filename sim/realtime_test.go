@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,5 +89,32 @@ func TestRealtimeRunWhileWaitsForInjections(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	if l.WallTime() <= l.Now() {
 		t.Fatalf("WallTime %v not ahead of Now %v while idle", l.WallTime(), l.Now())
+	}
+}
+
+// A real-time RunWhile whose condition another goroutine ends (a lab
+// host's driver: work arrived, and an injection woke the loop) returns
+// with Now at the wall's time, not at its last event's: what the caller
+// schedules next is not due in the past.
+func TestRealtimeRunWhileCatchesUp(t *testing.T) {
+	w := wallclock.New()
+	l := sim.NewLoop(sim.Options{Wall: w, RealTime: true})
+	var work atomic.Bool
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		work.Store(true)
+		l.Inject(func() {}) // wakes the loop
+	}()
+	l.RunWhile(func() bool { return !work.Load() })
+	if l.Now() < sim.Time(30*time.Millisecond) {
+		t.Fatalf("Now %v after 30 ms of wall time: the loop did not catch up", l.Now())
+	}
+	fired := sim.Time(0)
+	start := l.Now()
+	l.AfterFunc(10*time.Millisecond, func() { fired = l.Now() })
+	t0 := time.Now()
+	l.RunUntil(start + sim.Time(10*time.Millisecond))
+	if fired == 0 || time.Since(t0) < 9*time.Millisecond {
+		t.Fatalf("a 10 ms timer scheduled after the catch-up fired after %v of wall time (virtual %v)", time.Since(t0), fired)
 	}
 }
