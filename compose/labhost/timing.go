@@ -19,9 +19,13 @@ import (
 // by default (transport.mrc.retryScope=connection): 13 packets in flight
 // through one stall longer than the timeout fail the QP at once. A loaded
 // machine stalls a loop for milliseconds (a 2-core box running the race
-// detector: over 10 ms), so 50 ms. A process that dies is noticed sooner
-// by the members' API watch (PeerWatchPeriod), not by its QPs.
-const LabRTO = 50 * time.Millisecond
+// detector: over 10 ms), and a lab whose loops cannot keep up with its
+// link speeds lags further: four hosts of 4 × 1 Gb/s and their fabric on
+// 2 cores ran their loops up to 160 ms late in a 32 MiB allreduce, and
+// 50 ms failed it (measured; docs/benchmarks.md). So 500 ms. A process
+// that dies is noticed sooner by the members' API watch
+// (PeerWatchPeriod), not by its QPs.
+const LabRTO = 500 * time.Millisecond
 
 // LabTimers returns c with the transports' timeouts raised to LabRTO
 // where the config left them to their defaults. Apply it after
