@@ -178,6 +178,13 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		Hosts: lab.Config.Fabric.Hosts, Planes: lab.Config.Fabric.Planes, Transport: lab.Config.Transport.Kind,
 		Digest: hex.EncodeToString(lab.Digest[:]), Scaling: lab.Scaling,
 	}
+	// The processes run a copy of the binary kept in the run directory:
+	// `go run` deletes its temporary binary when lab up exits, and lab
+	// restart needs one later (lab down removes the copy with run/).
+	st.Executable = filepath.Join(dir, RunDir, ExecutableCopy)
+	if err := copyExecutable(o.Executable, st.Executable); err != nil {
+		return nil, fmt.Errorf("lab up: copying the vcluster executable %s: %w", o.Executable, err)
+	}
 	secret, err := tunnel.NewSecret()
 	if err != nil {
 		return nil, err
@@ -395,4 +402,36 @@ func procLess(a, b Process) bool {
 		return a.Role == RoleFabric
 	}
 	return a.Host < b.Host
+}
+
+// ExecutableCopy is the name of the binary copy in the run directory.
+const ExecutableCopy = "vcluster"
+
+// copyExecutable copies the binary at src to dst (mode 0755), through a
+// temporary file renamed into place.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
 }
