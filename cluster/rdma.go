@@ -18,6 +18,11 @@ type QPEnd struct {
 	Engine *endpoint.Engine
 	T      verbs.Transport
 	CQ     *endpoint.CQ
+	// InitialPSN is the first PSN this end sends (ConnectEnd, Attrs): 0
+	// in simulated runs; a lab host draws it at random, as RDMA NICs do,
+	// so that a peer's stale retransmissions toward a QP number reused
+	// after a restart fall outside the new QP's window.
+	InitialPSN uint32
 }
 
 // Pair is a connected queue pair: A is the requester side of the
@@ -188,7 +193,7 @@ func (c *Cluster) Connect(a, b int) ([]Pair, error) {
 		if err := endpoint.Connect(ea, ta, verbs.QPAttrs{}, eb, tb, verbs.QPAttrs{}); err != nil {
 			return nil, err
 		}
-		ps = append(ps, Pair{A: QPEnd{a, ea, ta, ca}, B: QPEnd{b, eb, tb, cb}})
+		ps = append(ps, Pair{A: QPEnd{Host: a, Engine: ea, T: ta, CQ: ca}, B: QPEnd{Host: b, Engine: eb, T: tb, CQ: cb}})
 	}
 	return ps, nil
 }

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 
+	"github.com/vcluster/vcluster/ib"
+
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/verbs"
 )
@@ -57,10 +59,10 @@ func (c *Cluster) NewEnd(h, peer, i int) (QPEnd, error) {
 }
 
 // Attrs is what the peer's ConnectEnd needs of this end: its host, QP
-// number and initial PSN (the transport's defaults for the rest, which
+// number and initial PSN (24 bits; the transport's defaults for the rest, which
 // both processes derive from the same config).
 func (e QPEnd) Attrs() verbs.QPAttrs {
-	a := verbs.QPAttrs{Host: e.Host}
+	a := verbs.QPAttrs{Host: e.Host, InitialPSN: e.InitialPSN & ib.PSNMask}
 	if e.T != nil {
 		a.QPN = e.T.QPN()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vcluster/vcluster/compose/lab"
 	"github.com/vcluster/vcluster/config"
+	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/units"
 )
 
@@ -61,6 +62,9 @@ authenticated UDP tunnels, with link speeds scaled so the CPU keeps up
 		newLabCaptureCmd(&dir), newLabGraphCmd(&dir), newLabRestartCmd(&dir), newLabDownCmd(&dir))
 	return cmd
 }
+
+// labRetryKey is MRC's retry scope, which lab up sets to per packet.
+const labRetryKey = "transport.mrc.retryScope"
 
 // setsKey reports whether one of the --set values sets key.
 func setsKey(sets []string, key string) bool {
@@ -138,6 +142,15 @@ func newLabUpCmd(dir *string) *cobra.Command {
 			if _, err := os.Stat(path); err != nil {
 				return usageError(fmt.Errorf("--config: %v", err))
 			}
+		}
+		// A lab's loops run late when its machine is busy, and every
+		// packet in flight then times out at once: MRC's per-connection
+		// retry count (the spec's) fails a healthy QP at the 13th of them
+		// (seen in the live-fault test beside two busy cores). A lab
+		// counts per packet unless the config or --set says otherwise; a
+		// host that dies is noticed by its peers' API watch, not its QPs.
+		if !setsKey(sets, labRetryKey) && (path == "" || !config.ReadFile(path).Names(labRetryKey)) {
+			pre = append(pre, labRetryKey+"="+string(mrc.RetryPacket))
 		}
 		// The config as given (before the lab scales it), so that a
 		// problem is reported against the flag typed (--hosts 6).

@@ -25,14 +25,10 @@ import (
 // × 4 planes a host's loop falls behind wall time. The scaling is the
 // lab's, not the test's: the test checks the summary reports it.
 //
-// transport.mrc.rto=100ms: a host's loop runs tens of ms late while a
-// collective of several MiB is prepared on a loaded machine, and then
-// labhost's 10 ms lab RTO fires in bursts as the loop catches up, until
-// the QP runs out of retries (seen here: "retry limit exceeded after 13
-// timeouts" 80 ms into a 16M allreduce, host lag p99 39 ms). 100 ms rides
-// that out and still errors a dead peer's QPs within seconds.
+// The transports keep the lab's own retransmission timeout
+// (labhost.LabRTO, 500 ms): the test runs the lab as a user would.
 var e2eUp = []string{"--runtime", "process", "--preset", "C", "--hosts", "4", "--set", "fabric.hostsPerT0=2",
-	"--plane-speed", "100M", "--set", "transport.mrc.rto=100ms"}
+	"--plane-speed", "100M"}
 
 // cliResult is one vcluster invocation's outcome.
 type cliResult struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vcluster/vcluster/ib"
 
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/collectives"
@@ -341,6 +344,11 @@ func (c *connector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A random first PSN, as NICs pick one: a restarted peer reuses
+		// QP numbers, and the old QPs' retransmissions must fall outside
+		// the new QPs' windows (seen: a collective after a restart failed
+		// with a remote access error from a stale write).
+		e.InitialPSN = rand.Uint32() & ib.PSNMask
 		ends[i], attrs[i] = e, e.Attrs()
 		h.qps.add(e.T.QPN(), remote)
 	}
