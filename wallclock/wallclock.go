@@ -15,10 +15,30 @@ func New() *Clock { return &Clock{base: time.Now()} }
 func (c *Clock) Now() int64 { return int64(time.Since(c.base)) }
 
 // SleepUntil blocks until Now() ≥ deadline or wake is signalled.
+//
+// A Go timer wakes about a millisecond late on an idle Linux machine (the
+// runtime's poller waits in whole milliseconds), which a real-time loop
+// pacing frames microseconds apart cannot afford: sleeps shorter than
+// fineSleep are taken in fineSlice steps of the OS's own sleep
+// (fineNap), checking wake between them.
 func (c *Clock) SleepUntil(deadline int64, wake <-chan struct{}) {
 	d := time.Duration(deadline - c.Now())
 	if d <= 0 {
 		return
+	}
+	if d <= fineSleep && fineNap != nil {
+		for {
+			select {
+			case <-wake:
+				return
+			default:
+			}
+			rem := time.Duration(deadline - c.Now())
+			if rem <= 0 {
+				return
+			}
+			fineNap(min(rem, fineSlice))
+		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -27,3 +47,9 @@ func (c *Clock) SleepUntil(deadline int64, wake <-chan struct{}) {
 	case <-wake:
 	}
 }
+
+// fineSleep is the longest sleep taken in fine steps, fineSlice the step.
+const (
+	fineSleep = 2 * time.Millisecond
+	fineSlice = 50 * time.Microsecond
+)
