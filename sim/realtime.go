@@ -169,8 +169,12 @@ func (l *Loop) runRealtime(limit Time, cond func() bool) {
 		// next event's time, and an injection arriving while we sleep
 		// toward it (at the wall's now, earlier) would be clamped up to
 		// that time — a far timer would hold every injection back.
-		if l.q.len() > 0 && Time(l.q.minBound()) <= limit {
-			target = Time(l.q.minBound())
+		next, queued := Time(0), l.q.len() > 0
+		if queued {
+			next = Time(l.q.minBound()) // scans a bucket: once per turn
+		}
+		if queued && next <= limit {
+			target = next
 		} else if limit == maxTime {
 			if cond == nil {
 				return // idle
