@@ -110,19 +110,8 @@ func (m *Comm) armDeadline(o RunOptions, groups [][]int, it, iters int) (disarm 
 		e := &DeadlineError{Deadline: o.Deadline, Iteration: it + 1, Iters: iters, Warmup: it < o.Warmup}
 		var first *rank
 		for _, g := range groups {
-			for _, cr := range g {
-				e.Ranks++
-				r := m.ranks[cr]
-				if !r.active {
-					continue
-				}
-				e.Unfinished++
-				if first == nil {
-					first = r
-				}
-				if len(e.Where) < deadlineWhere {
-					e.Where = append(e.Where, r.position())
-				}
+			if f := m.tally(e, g); first == nil {
+				first = f
 			}
 		}
 		if first != nil {
@@ -133,6 +122,27 @@ func (m *Comm) armDeadline(o RunOptions, groups [][]int, it, iters int) (disarm 
 		off = true // a partitioned cluster's global events cannot be stopped
 		tm.Stop()
 	}
+}
+
+// tally counts the comm ranks cranks into e (Ranks, Unfinished, the Where
+// of the first few unfinished) and returns the first unfinished one, nil
+// when every one finished.
+func (m *Comm) tally(e *DeadlineError, cranks []int) (first *rank) {
+	for _, cr := range cranks {
+		e.Ranks++
+		r := m.ranks[cr]
+		if !r.active {
+			continue
+		}
+		e.Unfinished++
+		if first == nil {
+			first = r
+		}
+		if len(e.Where) < deadlineWhere {
+			e.Where = append(e.Where, r.position())
+		}
+	}
+	return first
 }
 
 // position says where an active rank is in its program.

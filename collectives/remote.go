@@ -526,22 +526,7 @@ func (p *Prepared) expire() {
 		return
 	}
 	e := &DeadlineError{Deadline: p.deadline, Iteration: p.iters + 1, Iters: max(p.o.Warmup+p.o.Iters, p.iters+1), Warmup: p.iters < p.o.Warmup}
-	var first *rank
-	for _, cr := range p.local {
-		r := m.ranks[cr]
-		e.Ranks++
-		if !r.active {
-			continue
-		}
-		e.Unfinished++
-		if first == nil {
-			first = r
-		}
-		if len(e.Where) < deadlineWhere {
-			e.Where = append(e.Where, r.position())
-		}
-	}
-	if first != nil {
+	if first := m.tally(e, p.local); first != nil {
 		m.fail(first, p.peerError(first, p.blame(first), e))
 	}
 }
