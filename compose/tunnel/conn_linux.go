@@ -68,26 +68,15 @@ func (b *batchIO) grow(n int) {
 	}
 }
 
-func (b *batchIO) recv(fd uintptr) bool {
-	for {
-		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(b.cnt), 0, 0, 0)
-		switch e {
-		case 0:
-			b.done, b.errno = int(r), 0
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false // wait until readable
-		}
-		b.done, b.errno = 0, e
-		return true
-	}
-}
+func (b *batchIO) recv(fd uintptr) bool { return b.mmsg(fd, unix.SYS_RECVMMSG) }
+func (b *batchIO) send(fd uintptr) bool { return b.mmsg(fd, unix.SYS_SENDMMSG) }
 
-func (b *batchIO) send(fd uintptr) bool {
+// mmsg makes one recvmmsg or sendmmsg (trap) call over the prepared
+// headers, as raw.Read/Write want it: false to wait until the socket is
+// ready again, true when done (b.done datagrams, or b.errno).
+func (b *batchIO) mmsg(fd, trap uintptr) bool {
 	for {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(b.cnt), 0, 0, 0)
+		r, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(b.cnt), 0, 0, 0)
 		switch e {
 		case 0:
 			b.done, b.errno = int(r), 0
@@ -95,7 +84,7 @@ func (b *batchIO) send(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false // wait until writable
+			return false // wait until readable (recv) or writable (send)
 		}
 		b.done, b.errno = 0, e
 		return true
