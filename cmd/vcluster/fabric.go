@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/compose/labapi"
 	"github.com/vcluster/vcluster/compose/labfabric"
 	"github.com/vcluster/vcluster/compose/labspec"
 	"github.com/vcluster/vcluster/compose/tunnel"
@@ -76,7 +77,7 @@ plan, applied from the moment it arrives), /v1/capture?port=NAME (pcapng),
 			stopsOnInterrupt()
 			f.Start()
 			if readyFile != "" {
-				if err := writeReadyFile(readyFile, readyInfo{PID: os.Getpid(), API: f.APIAddr(), Tunnel: f.TunnelAddr().String()}); err != nil {
+				if err := writeReadyFile(readyFile, labapi.Ready{PID: os.Getpid(), API: f.APIAddr(), Tunnel: f.TunnelAddr().String()}); err != nil {
 					f.Stop()
 					return fmt.Errorf("--ready-file: %w", err)
 				}

@@ -93,7 +93,7 @@ func TestFabricServesAndStops(t *testing.T) {
 			"--set", "fabric.preset=C", "--set", "fabric.hosts=8", "--set", "fabric.planes=2", "--planes", "1", "--plane-speed", "2G",
 			"--ready-file", ready}, &out, &errOut)
 	}()
-	var info readyInfo
+	var info labapi.Ready
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &info) == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/compose/labapi"
 	"github.com/vcluster/vcluster/compose/labhost"
 	"github.com/vcluster/vcluster/compose/labspec"
 	"github.com/vcluster/vcluster/compose/tunnel"
@@ -82,7 +83,7 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 			}
 			defer h.Close()
 			if readyFile != "" {
-				if err := writeReadyFile(readyFile, readyInfo{PID: os.Getpid(), API: h.APIAddr(), Tunnel: h.TunnelAddr()}); err != nil {
+				if err := writeReadyFile(readyFile, labapi.Ready{PID: os.Getpid(), API: h.APIAddr(), Tunnel: h.TunnelAddr()}); err != nil {
 					return fmt.Errorf("--ready-file: %v", err)
 				}
 			}

@@ -72,7 +72,7 @@ func TestHostRunsAndStopsCleanly(t *testing.T) {
 		codec <- executeContext(ctx, []string{"host", "--set", "fabric.preset=C", "--set", "fabric.hosts=4", "--id", "2",
 			"--secret-file", secret, "--fabric", "127.0.0.1:9", "--api", "127.0.0.1:0", "--ready-file", ready, "--plane-speed", "100M"}, &out, &errb)
 	}()
-	var info readyInfo
+	var info labapi.Ready
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &info) == nil {

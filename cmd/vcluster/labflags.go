@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 
+	"github.com/vcluster/vcluster/compose/lab"
+	"github.com/vcluster/vcluster/compose/labapi"
 	"github.com/vcluster/vcluster/compose/labspec"
 	"github.com/vcluster/vcluster/units"
 )
@@ -44,32 +44,12 @@ func checkHostPort(flag, v string) error {
 	return nil
 }
 
-// writeReadyFile writes v as JSON to path atomically (a temp file in the
-// same directory, renamed).
-func writeReadyFile(path string, v any) error {
-	b, err := json.Marshal(v)
+// writeReadyFile writes r as JSON to path atomically (lab.WriteFileAtomic,
+// readable by its owner only, as a temporary file is made).
+func writeReadyFile(path string, r labapi.Ready) error {
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-// readyInfo is what --ready-file holds.
-type readyInfo struct {
-	PID    int    `json:"pid"`
-	API    string `json:"api"`
-	Tunnel string `json:"tunnel"`
+	return lab.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }

@@ -76,8 +76,8 @@ func runFake(args []string) {
 	} else {
 		fakeHost(mux, *id, *fabricAddr)
 	}
-	rd, _ := json.Marshal(ready{PID: os.Getpid(), API: ln.Addr().String(), Tunnel: udp.LocalAddr().String()})
-	if err := writeFileAtomic(*readyFile, rd, 0o644); err != nil {
+	rd, _ := json.Marshal(labapi.Ready{PID: os.Getpid(), API: ln.Addr().String(), Tunnel: udp.LocalAddr().String()})
+	if err := WriteFileAtomic(*readyFile, rd, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

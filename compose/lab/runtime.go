@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/vcluster/vcluster/compose/labapi"
 )
 
 // Runtime starts, watches and stops a lab's processes. The commands know
@@ -55,14 +57,6 @@ func NewRuntime(name string) (Runtime, error) {
 		return nil, errors.New("runtime docker: not yet (issue lab-compose)")
 	}
 	return nil, fmt.Errorf("unknown runtime %q (want %s)", name, RuntimeProcess)
-}
-
-// ready is the ready file a lab process writes, atomically, once it
-// serves.
-type ready struct {
-	PID    int    `json:"pid"`
-	API    string `json:"api"`
-	Tunnel string `json:"tunnel"`
 }
 
 // ProcessRuntime runs a lab's processes as children of the vcluster
@@ -131,14 +125,14 @@ func exitText(err error) string {
 }
 
 // readReady reads a ready file; ok only when it is whole and names an API.
-func readReady(path string) (ready, bool) {
+func readReady(path string) (labapi.Ready, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return ready{}, false
+		return labapi.Ready{}, false
 	}
-	var rd ready
+	var rd labapi.Ready
 	if json.Unmarshal(b, &rd) != nil || rd.API == "" {
-		return ready{}, false
+		return labapi.Ready{}, false
 	}
 	return rd, true
 }

@@ -1,9 +1,11 @@
 package lab
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -166,18 +168,25 @@ func (s *State) Save() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(s.Dir, StateFile), append(b, '\n'), 0o644)
+	return WriteFileAtomic(filepath.Join(s.Dir, StateFile), append(b, '\n'), 0o644)
 }
 
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it over path.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+// WriteFileAtomic writes data to a temporary file beside path and renames
+// it over path (mode perm): a reader sees the old file or the whole new
+// one. The lab's state, secret and config copy, and the ready files of
+// vcluster fabric and host, are written this way.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomicFrom(path, bytes.NewReader(data), perm)
+}
+
+// writeAtomicFrom is WriteFileAtomic with the content read from r.
+func writeAtomicFrom(path string, r io.Reader, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return err

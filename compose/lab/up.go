@@ -189,12 +189,12 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(st.Secret, secret, 0o600); err != nil {
+	if err := WriteFileAtomic(st.Secret, secret, 0o600); err != nil {
 		return nil, err
 	}
 	if o.Config != "" {
 		st.Config = filepath.Join(dir, RunDir, ConfigCopy)
-		if err := writeFileAtomic(st.Config, configBytes, 0o644); err != nil {
+		if err := WriteFileAtomic(st.Config, configBytes, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -407,31 +407,12 @@ func procLess(a, b Process) bool {
 // ExecutableCopy is the name of the binary copy in the run directory.
 const ExecutableCopy = "vcluster"
 
-// copyExecutable copies the binary at src to dst (mode 0755), through a
-// temporary file renamed into place.
+// copyExecutable copies the binary at src to dst (mode 0755), atomically.
 func copyExecutable(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+	return writeAtomicFrom(dst, in, 0o755)
 }

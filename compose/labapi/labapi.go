@@ -21,3 +21,11 @@ type Lag struct {
 	// Early counts events run before their wall time (must stay 0).
 	Early int64 `json:"early"`
 }
+
+// Ready is what a lab process (vcluster fabric, vcluster host) writes to
+// its --ready-file, atomically, once it listens and serves.
+type Ready struct {
+	PID    int    `json:"pid"`
+	API    string `json:"api"`    // the HTTP API's host:port
+	Tunnel string `json:"tunnel"` // the tunnel socket's host:port
+}
