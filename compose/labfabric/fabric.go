@@ -85,9 +85,9 @@ type portTunnel struct {
 	attached     bool
 	addr         netip.AddrPort
 	session      uint64
-	lastSeen     int64  // wall ns (Fabric.wall)
-	seq          uint64 // the ToHost stream's last seq
-	in, out      uint64 // frames
+	lastSeen     int64         // wall ns (Fabric.wall)
+	stream       tunnel.Stream // numbers the frames toward the host
+	in, out      uint64        // frames
 	digestLogged bool
 	toFabric     *fabric.Link // NIC→T0: frames from the host Arrive here
 }
@@ -177,7 +177,8 @@ func New(o Options) (*Fabric, error) {
 		f.ports[h] = make([]*portTunnel, topo.Planes)
 		for pl := range topo.Planes {
 			hp := topo.HostPorts[h][pl]
-			pt := &portTunnel{f: f, host: h, plane: pl, run: slices.Contains(f.planes, pl), key: k, toFabric: hp.Tx}
+			pt := &portTunnel{f: f, host: h, plane: pl, run: slices.Contains(f.planes, pl), key: k, toFabric: hp.Tx,
+				stream: tunnel.Stream{Host: uint16(h), Plane: uint8(pl), Dir: tunnel.ToHost, Session: f.session}}
 			f.ports[h][pl] = pt
 			hp.Peer.Tx.SetExporter(fabric.AtArrival(f.loop, pt))
 		}
@@ -423,9 +424,7 @@ func (f *Fabric) handle(h tunnel.Header, addr netip.AddrPort, payload []byte, no
 // send seals a frame toward the port's host and queues it.
 func (pt *portTunnel) send(k tunnel.Kind, payload []byte, wireLen uint32, flags uint8) {
 	f := pt.f
-	pt.seq++
-	f.scratch = tunnel.Seal(f.scratch[:0], tunnel.Header{Kind: k, Dir: tunnel.ToHost, Plane: uint8(pt.plane), Host: uint16(pt.host),
-		Session: f.session, Seq: pt.seq, WireLen: wireLen, Flags: flags}, payload, pt.key)
+	f.scratch = pt.stream.Seal(f.scratch[:0], k, wireLen, flags, payload, pt.key)
 	if f.sender.Send(f.scratch, pt.addr) {
 		pt.out++
 		f.framesOut++

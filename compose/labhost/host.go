@@ -86,7 +86,7 @@ type Host struct {
 	fabricName string
 	txKey      *tunnel.Key      // loop goroutine
 	rx         *tunnel.Receiver // reader goroutine
-	txSeq      []uint64         // per plane, loop goroutine
+	streams    []tunnel.Stream  // per plane, toward the fabric; loop goroutine
 	sealBuf    []byte           // loop goroutine
 	lastAck    []atomic.Int64   // per plane: wall time (Unix ns) of the last HelloAck
 	helloEvery time.Duration
@@ -142,7 +142,10 @@ func New(o Options) (*Host, error) {
 		work:       make(chan func(), 64), done: make(chan struct{}),
 		ex: newExchange(), qps: newQPBook(),
 	}
-	h.txSeq = make([]uint64, h.planes)
+	h.streams = make([]tunnel.Stream, h.planes)
+	for pl := range h.streams {
+		h.streams[pl] = tunnel.Stream{Host: uint16(h.id), Plane: uint8(pl), Dir: tunnel.ToFabric, Session: h.session}
+	}
 	h.rx = tunnel.NewReceiver(tunnel.ToHost, &h.drops)
 	h.rx.AddHost(tunnel.HostKey(o.Secret, o.ID))
 	h.lastAck = make([]atomic.Int64, h.planes)

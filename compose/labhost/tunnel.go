@@ -25,17 +25,14 @@ func (x *planeExporter) ExportFrame(_ *fabric.Link, p *fabric.Packet, _ sim.Time
 		p.Release()
 		return
 	}
-	h.send(tunnel.Header{Kind: tunnel.KindData, Plane: uint8(x.plane), WireLen: uint32(p.WireLen), Flags: p.Flags}, p.Data)
+	h.send(tunnel.KindData, x.plane, uint32(p.WireLen), p.Flags, p.Data)
 	p.Release()
 }
 
-// send seals one frame toward the fabric on hd's plane (the loop
-// goroutine: the plane's sequence numbers and the key are its own).
-func (h *Host) send(hd tunnel.Header, payload []byte) {
-	pl := int(hd.Plane)
-	h.txSeq[pl]++
-	hd.Dir, hd.Host, hd.Session, hd.Seq = tunnel.ToFabric, uint16(h.id), h.session, h.txSeq[pl]
-	h.sealBuf = tunnel.Seal(h.sealBuf[:0], hd, payload, h.txKey)
+// send seals one frame toward the fabric on plane (the loop goroutine:
+// the plane's stream and the key are its own).
+func (h *Host) send(k tunnel.Kind, plane int, wireLen uint32, flags uint8, payload []byte) {
+	h.sealBuf = h.streams[plane].Seal(h.sealBuf[:0], k, wireLen, flags, payload, h.txKey)
 	if h.sender.Send(h.sealBuf, h.fabricAddr) {
 		h.framesOut.Add(1)
 	}
@@ -44,7 +41,7 @@ func (h *Host) send(hd tunnel.Header, payload []byte) {
 // sendHellos says Hello on every plane, with the lab's digest.
 func (h *Host) sendHellos() {
 	for pl := 0; pl < h.planes; pl++ {
-		h.send(tunnel.Header{Kind: tunnel.KindHello, Plane: uint8(pl)}, h.lab.Digest[:])
+		h.send(tunnel.KindHello, pl, 0, 0, h.lab.Digest[:])
 	}
 }
 
