@@ -483,7 +483,8 @@ func (e *Engine) transmit(tx *verbs.Tx) int {
 	if tx.ECT {
 		tc |= fabric.ECNECT0
 	}
-	p, payload, err := e.nic.AllocRDMA(RDMAHeader{DstHost: tx.DstHost, EV: EV(tx.EV), TrafficClass: tc, PayloadLen: tx.WireLen, Stored: tx.Len})
+	p, payload, err := e.nic.AllocRDMA(RDMAHeader{DstHost: tx.DstHost, EV: EV(tx.EV), TrafficClass: tc, PayloadLen: tx.WireLen, Stored: tx.Len,
+		DstPath: tx.DstPath, SrcPath: tx.SrcPath})
 	if err != nil {
 		e.Counters.TxErrors++
 		return -1
@@ -604,6 +605,8 @@ func (e *Engine) Receive(p *fabric.Packet, plane int) {
 		CE:      tc&3 == fabric.ECNCE,
 		Trimmed: dscp == fabric.DSCPTrimmed || dscp == fabric.DSCPTrimmedLastHop,
 		LastHop: dscp == fabric.DSCPTrimmedLastHop,
+		SrcPath: binary.BigEndian.Uint16(d[offIP+8+8:]),
+		DstPath: binary.BigEndian.Uint16(d[offIP+24+8:]),
 	}
 	e.Counters.RxPackets++
 	if s == nil {

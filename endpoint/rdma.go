@@ -77,6 +77,10 @@ type RDMAHeader struct {
 	// Stored is how many payload bytes the frame really holds (≤
 	// PayloadLen); the rest is elided and only counted in the wire length.
 	Stored int
+	// DstPath and SrcPath are the path fields of the (inner) destination
+	// and source addresses: 0 a host address, k the path address of path
+	// k−1 (verbs.Tx.DstPath, fabric.HostPathAddr).
+	DstPath, SrcPath uint16
 }
 
 // Errors of AllocRDMA (preallocated: the send path does not allocate).
@@ -143,6 +147,9 @@ func (n *NIC) AllocRDMA(h RDMAHeader) (p *fabric.Packet, payload []byte, err err
 		SrcAddr:           tcpip.AddrFrom16(n.topo.HostAddr(n.host, plane)),
 		DstAddr:           tcpip.AddrFrom16(n.topo.HostAddr(h.DstHost, plane)),
 	})
+	// The path fields (fabric.HostPathAddr): bytes 8..9 of each address.
+	binary.BigEndian.PutUint16(d[off+8+8:], h.SrcPath)
+	binary.BigEndian.PutUint16(d[off+24+8:], h.DstPath)
 	header.UDP(d[off+ipLen:]).Encode(&header.UDPFields{
 		SrcPort: h.EV.SrcPort(),
 		DstPort: fabric.RoCEv2Port,

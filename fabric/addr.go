@@ -11,6 +11,9 @@ import (
 //	host address, one per host per plane:  fd00:0:<plane>:<subnet>::<host+1>
 //	  subnet = the host's T0 (Clos) or edge switch (fat-tree), global index
 //	  host   = the host's index under that switch (= its switch port)
+//	path address of the same host:          fd00:0:<plane>:<subnet>:<path+1>::<host+1>
+//	  path   = which member of each multi-member next-hop group carries it
+//	           (the spine in a 2-tier Clos); 0 in the field = a host address
 //	uSID locator block (RFC 9800 example block): fcbb:bb00::/32
 //	uSID (16 bits) = plane(4) | type(2) | index(10)
 //	  type 0: a host-facing downlink of a T0/edge switch (index = port)
@@ -38,11 +41,35 @@ func HostAddr(plane, subnet, index int) [16]byte {
 	return a
 }
 
-// ParseHostAddr splits a host address; ok is false for anything outside the
-// plan.
+// MaxPaths bounds the path field of a path address (16 bits, 0 = none).
+const MaxPaths = 1<<16 - 1
+
+// HostPathAddr returns the address of host (subnet, index) in plane that
+// ECMP and static forwarding route over path (0-based): at every switch
+// whose next-hop group toward the host has several members it takes member
+// path mod size (docs/addressing.md). Multipath transports that pick paths
+// by destination address (MP-RDMA) give a receiver one per path.
+func HostPathAddr(plane, subnet, index, path int) [16]byte {
+	a := HostAddr(plane, subnet, index)
+	binary.BigEndian.PutUint16(a[8:], uint16(path+1))
+	return a
+}
+
+// AddrPath returns the path of a path address (0-based) and true, or false
+// for a host address (or anything shorter than an address).
+func AddrPath(a []byte) (path int, ok bool) {
+	if len(a) < 16 {
+		return 0, false
+	}
+	f := int(binary.BigEndian.Uint16(a[8:]))
+	return f - 1, f != 0
+}
+
+// ParseHostAddr splits a host or path address (the path is ignored: see
+// AddrPath); ok is false for anything outside the plan.
 func ParseHostAddr(a []byte) (plane, subnet, index int, ok bool) {
 	if len(a) < 16 || binary.BigEndian.Uint16(a[0:]) != HostPrefix16 || binary.BigEndian.Uint16(a[2:]) != 0 ||
-		binary.BigEndian.Uint64(a[8:])>>16 != 0 {
+		binary.BigEndian.Uint32(a[10:]) != 0 {
 		return 0, 0, 0, false
 	}
 	h := int(binary.BigEndian.Uint16(a[14:]))

@@ -79,7 +79,13 @@ func (t *Topology) HostAddr(h, plane int) [16]byte {
 	return HostAddr(plane, s, i)
 }
 
-// HostOf maps a host address back to the host id.
+// HostPathAddr returns host h's path address for path (fabric.HostPathAddr).
+func (t *Topology) HostPathAddr(h, plane, path int) [16]byte {
+	s, i := t.HostSubnet(h)
+	return HostPathAddr(plane, s, i, path)
+}
+
+// HostOf maps a host or path address back to the host id.
 func (t *Topology) HostOf(a []byte) (host, plane int, ok bool) {
 	plane, s, i, ok := ParseHostAddr(a)
 	if !ok || i >= t.subnetSize || s*t.subnetSize+i >= t.Hosts || plane >= t.Planes {

@@ -16,6 +16,12 @@ type Tx struct {
 	EV   uint32
 	DSCP uint8 // fabric DSCP: data, retransmission, control, NO_TRIM, RoCE
 	ECT  bool  // mark the packet ECN-capable (ECT(0))
+	// DstPath and SrcPath, when not 0, put path addresses in the IPv6
+	// header (docs/addressing.md): DstHost's address for path DstPath−1 as
+	// the destination, this host's for path SrcPath−1 as the source. ECMP
+	// and static forwarding route a path address over that path (the
+	// spine in a leaf-spine); 0 is the plain host address.
+	DstPath, SrcPath uint16
 }
 
 // Rx is one received packet as a transport sees it.
@@ -31,6 +37,9 @@ type Rx struct {
 	// Trimmed reports a switch cut the packet to its headers; LastHop that
 	// the trim happened on a host-facing port (DSCP TRIMMED_LASTHOP).
 	Trimmed, LastHop bool
+	// DstPath and SrcPath are the path fields of the destination and
+	// source addresses (Tx.DstPath, Tx.SrcPath: 0 for a host address).
+	DstPath, SrcPath uint16
 }
 
 // Transport is one QP's transport as a pure state machine: the NIC's RDMA

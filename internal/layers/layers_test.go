@@ -19,12 +19,14 @@ var rank = map[string]int{
 	"units":                5,  // sizes, durations, speeds: syntax and texts
 	"ib":                   25, // IB transport headers and PSN arithmetic (RoCEv2, MRC)
 	"sim":                  10,
+	"ib/orderre":           15, // OrderRE's signals in reserved RoCEv2 bits (transport and ToR)
 	"fabric/pcap":          10,
 	"fabric":               20,
 	"verbs":                30,
 	"verbs/verbstest":      35, // the transport conformance kit (imported by tests)
 	"mrc":                  40,
 	"roce":                 40,
+	"mprdma":               40, // MP-RDMA, Random and OrderRE
 	"endpoint":             50,
 	"config":               55,
 	"cluster":              60,
