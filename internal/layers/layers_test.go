@@ -26,7 +26,7 @@ var rank = map[string]int{
 	"verbs/verbstest":      35, // the transport conformance kit (imported by tests)
 	"mrc":                  40,
 	"roce":                 40,
-	"mprdma":               40, // MP-RDMA, Random and OrderRE
+	"mprdma":               45, // MP-RDMA, Random and OrderRE (on roce's wire codec)
 	"endpoint":             50,
 	"config":               55,
 	"cluster":              60,
