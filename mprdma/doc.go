@@ -41,8 +41,14 @@
 //	      EV = the data packet's (echoed), so both directions carry one
 //	      connection id (addresses + UDP source port: the ToR's group).
 //	      BTH BECN = the data packet arrived CE-marked (the ECN echo).
-//	NAK   AETH 0x60 (PSN sequence error), BTH PSN = ePSN: go back N from
-//	      there (bitmap overflow; MP-RDMA's loss; OrderRE's fallback).
+//	      Before anything is in order the cumulative ack is InitialPSN−1:
+//	      it acknowledges nothing cumulatively.
+//	NAK   AETH 0x60 (PSN sequence error), BTH PSN = ePSN, MSN = the PSN
+//	      of the arrival that caused it: go back N from ePSN (bitmap
+//	      overflow; MP-RDMA's loss; OrderRE's fallback). Error NAKs (0x61
+//	      invalid request, 0x62 remote access) carry the failing PSN, MSN =
+//	      the cumulative ack. NAKs and FNACKs leave on the path and EV of
+//	      the arrival that caused them (a timer's, on the last arrival's).
 //	FNACK AETH 0x70 (NAK class, reserved code 16, ib/orderre), BTH PSN =
 //	      the lost PSN, MSN = the cumulative ack: retransmit that PSN only.
 //	      Random's selective NAK is the same packet.
