@@ -230,24 +230,28 @@ func (r *responder) receive(now int64, rx *verbs.Rx, p *roce.Packet) {
 	}
 
 	// Lag behind rcv_oo_h, and the fast/slow judgement (seed 004 §2.1).
+	// A repair (flagged FReTx, or filling a hole judged lost and not
+	// spurious) says nothing of its path's speed: it is neither judged nor
+	// a reordering sample.
 	lag := 0
 	if seq+1 < r.hi {
 		lag = int(r.hi - 1 - seq)
 	}
-	fast := lag <= r.cfg.LFast
-	sample := !retx
+	repair := retx
 	if s.flags&slotLost != 0 {
 		spurious := !retx && r.cfg.BaseRTT > 0 && now-s.detectedAt < r.cfg.BaseRTT
-		sample = spurious
+		repair = !spurious
 		r.repaired(now, seq, s, spurious)
 	}
-	if !retx {
+	fast := lag <= r.cfg.LFast
+	if !repair {
 		if fast {
 			r.stats.FastArrivals++
 		} else {
 			r.stats.SlowArrivals++
 		}
 	}
+	sample := !repair
 	r.deg.arrival(lag, sample)
 	if seq >= r.hi {
 		r.hi = seq + 1
@@ -255,7 +259,7 @@ func (r *responder) receive(now int64, rx *verbs.Rx, p *roce.Packet) {
 	r.advanceEPSN()
 
 	var flags uint8
-	if r.cfg.Scheme == SchemeOrderRE && !retx {
+	if r.cfg.Scheme == SchemeOrderRE && !repair {
 		flags = orderre.FlagUnregister
 		if fast {
 			flags = orderre.FlagRegister

@@ -30,7 +30,8 @@ type Stats struct {
 	// SpuriousLosses counts holes judged lost whose original later arrived
 	// first (reordering mistaken for loss).
 	SpuriousLosses uint64
-	// FastArrivals and SlowArrivals split data arrivals by the L_fast test.
+	// FastArrivals and SlowArrivals split data arrivals by the L_fast test
+	// (placed originals; repairs are not judged).
 	FastArrivals, SlowArrivals uint64
 	// ObMax is the observed out-of-order degree now (OrderRE's ob_max,
 	// measured under every scheme); LMax the loss threshold in use now
