@@ -13,7 +13,8 @@ import (
 // the QP decodes them (roce.Decode, a RETH on every WRITE), with timer
 // ticks between them, and checks after every input that it did not panic,
 // that its invariants hold, and that what it sends obeys the rules: every
-// control packet decodes; ePSN and rcv_oo_h never move back; a hole is
+// control packet decodes; ePSN, rcv_oo_h and the scan pointers never
+// move back; a hole is
 // FNACKed at most once; a NAK for the same PSN repeats only an RTO later.
 //
 // The stream is records. A record whose first byte has bit 7 set is raw:
@@ -36,15 +37,16 @@ func FuzzResponderReceive(f *testing.F) {
 		now := int64(0)
 		fnacked := map[uint32]bool{}
 		nakAt := map[uint32]int64{}
-		var ePSN, hi uint64
+		var ePSN, hi, scan, tscan uint64
 		after := func() {
 			if err := h.r.check(); err != nil {
 				t.Fatal(err)
 			}
-			if h.r.ePSN < ePSN || h.r.hi < hi {
-				t.Fatalf("ePSN %d→%d, rcv_oo_h+1 %d→%d", ePSN, h.r.ePSN, hi, h.r.hi)
+			// The pointers only move forward: detection is O(1) amortized.
+			if h.r.ePSN < ePSN || h.r.hi < hi || h.r.scan < scan || h.r.tscan < tscan {
+				t.Fatalf("ePSN %d→%d, rcv_oo_h+1 %d→%d, scan %d→%d, tscan %d→%d", ePSN, h.r.ePSN, hi, h.r.hi, scan, h.r.scan, tscan, h.r.tscan)
 			}
-			ePSN, hi = h.r.ePSN, h.r.hi
+			ePSN, hi, scan, tscan = h.r.ePSN, h.r.hi, h.r.scan, h.r.tscan
 			for _, c := range h.drain(now) {
 				switch c.kind() {
 				case "FNACK":
@@ -107,7 +109,7 @@ func FuzzResponderReceive(f *testing.F) {
 			if op == roce.OpWriteFirst || op == roce.OpWriteMiddle {
 				n = respPMTU
 			}
-			d.payload = pattern(psn, min(n, respPMTU))
+			d.payload = respPattern(psn, min(n, respPMTU))
 			s, w := h.encode(d)
 			rx := verbs.Rx{Data: h.buf[:s], WireLen: w, CE: d.ce, DstPath: d.path}
 			var p roce.Packet

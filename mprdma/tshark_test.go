@@ -46,7 +46,7 @@ func TestWireTshark(t *testing.T) {
 
 	// 1. The data packet: an FReTx of PSN 1 asking for 3 copies, sent to
 	// path 2's address.
-	s, w := h.encode(respData{psn: 1, flags: orderre.FlagFReTx, copies: 3, payload: pattern(1, 64)})
+	s, w := h.encode(respData{psn: 1, flags: orderre.FlagFReTx, copies: 3, payload: respPattern(1, 64)})
 	add(h.buf[:s], w, src, dst(2), ev, verbs.DSCPRoCE)
 
 	// 2..4. The responder's ACK (register: PSN 0 arrived on path 1, fast;
