@@ -51,10 +51,12 @@ import (
 //
 // Fast and slow (seed 004 §2.1). An original arriving more than LFast
 // behind rcv_oo_h is slow, any other fast; OrderRE's ACK for it carries
-// unregister or register. A repair (flagged FReTx, or filling a hole
-// judged lost, unless spurious) is not judged and carries neither: its
-// lag measures the repair, not its path. The same lags of late originals
-// are the samples of ob_max (detect.go).
+// unregister or register. A repair is not judged and carries neither: its
+// lag measures the repair, not its path. A repair is a packet flagged
+// FReTx, the fill of a hole judged lost (unless spurious), or the fill of
+// a hole that existed when a go-back-N NAK went, BaseRTT or more after it
+// (go-back-N resends carry no flag). The lags of late originals are the
+// samples of ob_max (detect.go).
 //
 // Spurious losses. A fill of a hole judged lost is its late original, not
 // a repair, when it is not flagged FReTx and comes sooner than BaseRTT
@@ -96,6 +98,12 @@ type responder struct {
 	nakAny bool
 	nakSeq uint64
 	nakAt  int64
+	// Go-back-N coverage: the holes below gbnHi existed when a NAK asked
+	// for everything from ePSN at gbnAt; their fills from BaseRTT after it
+	// on may be its resends (unflagged), not late originals.
+	gbnAny bool
+	gbnHi  uint64
+	gbnAt  int64
 
 	// The last data packet's path and EV: a NAK sent by a timer goes the
 	// way the data last came.
@@ -252,9 +260,9 @@ func (r *responder) receive(now int64, rx *verbs.Rx, p *roce.Packet) {
 	if seq+1 < r.hi {
 		lag = int(r.hi - 1 - seq)
 	}
-	repair := retx
+	repair := retx || r.gbnCovers(now, seq)
 	if s.flags&slotLost != 0 {
-		spurious := !retx && r.cfg.BaseRTT > 0 && now-s.detectedAt < r.cfg.BaseRTT
+		spurious := !repair && r.cfg.BaseRTT > 0 && now-s.detectedAt < r.cfg.BaseRTT
 		repair = !spurious
 		r.repaired(now, seq, s, spurious)
 	}
@@ -283,6 +291,12 @@ func (r *responder) receive(now int64, rx *verbs.Rx, p *roce.Packet) {
 	r.queueAck(flags, p.PSN, rx)
 	r.detect(now, rx.DstPath, rx.EV)
 	r.account()
+}
+
+// gbnCovers reports whether a fill of hole seq at now may be a go-back-N
+// resend: a NAK asked for it at least BaseRTT ago.
+func (r *responder) gbnCovers(now int64, seq uint64) bool {
+	return r.gbnAny && seq < r.gbnHi && now-r.gbnAt >= r.cfg.BaseRTT
 }
 
 // duplicate acknowledges a packet already received (still ACK-clocking).
@@ -387,6 +401,10 @@ func (r *responder) nakGoBackN(now int64, msn uint32, path uint16, ev uint32) {
 		return
 	}
 	r.nakAny, r.nakSeq, r.nakAt = true, r.ePSN, now
+	if !r.gbnAny || r.ePSN >= r.gbnHi {
+		r.gbnAny, r.gbnAt = true, now // a new episode; else the earlier NAK's resends may still come
+	}
+	r.gbnHi = max(r.gbnHi, r.hi)
 	r.stats.NAKsSent++
 	r.ctrl.Push(ctrlRecord{syndrome: ib.SyndromeNAK | ib.NakPSNSeqError, psn: r.psnOf(r.ePSN), msn: msn, srcPath: path, ev: ev})
 }
