@@ -42,6 +42,11 @@ func FabricOptions(c config.Config) (fabric.Options, error) {
 	host.ECN.Enabled = q.ECN.Enabled && q.ECN.LastHop
 	nic.ECN.Enabled, nic.Trim.Enabled = false, false
 	o := fabric.Options{Mode: mode, ECMPSeed: f.ECMPSeed, FabricPort: &fab, HostFacingPort: &host, NICPort: &nic, MaxFrame: maxFrame}
+	if c.TorMulticastEnabled() {
+		// Every T0 a programmable ToR (OrderRE: fabric/tor_multicast.go).
+		tm := f.TorMulticast.Fabric()
+		o.TorMulticast = &tm
+	}
 	if q.PFC.Enabled {
 		p := &fabric.PFCConfig{Enabled: true, Xoff: q.PFC.XoffBytes, Xon: q.PFC.XonBytes,
 			WatchdogOn: q.PFC.Watchdog.Enabled, Detection: q.PFC.Watchdog.DetectionTime(), Restoration: q.PFC.Watchdog.RestorationTime()}

@@ -199,7 +199,47 @@ type FabricConfig struct {
 	IFGBytes int `mapstructure:"ifgBytes" yaml:"ifgBytes" json:"ifgBytes"`
 	// Queue configures every egress port.
 	Queue QueueConfig `mapstructure:"queue" yaml:"queue" json:"queue"`
+	// TorMulticast is OrderRE's programmable ToR on every T0 (edge)
+	// switch: the multicast forwarding table the sender's ToR keeps from
+	// the transport's piggybacked signals, the FReTx replication onto the
+	// registered fast paths, the receiver's ToR de-duplication
+	// (docs/tor-multicast.md).
+	TorMulticast TorMulticastConfig `mapstructure:"torMulticast" yaml:"torMulticast" json:"torMulticast"`
 }
+
+// TorMulticastConfig configures the programmable ToRs (fabric.TorMulticastConfig).
+type TorMulticastConfig struct {
+	// Mode is "auto" (on when transport.kind is orderre, the transport
+	// that signals to it), "on" or "off".
+	Mode string `mapstructure:"mode" yaml:"mode" json:"mode"`
+	// Groups is the multicast forwarding table's size per ToR, one entry
+	// per connection whose sender is below it (seed 004 §5.1: entries grow
+	// with active connections; 4096 is a few thousand QPs per rack). A
+	// create beyond it is refused and counted.
+	Groups int `mapstructure:"groups" yaml:"groups" json:"groups"`
+	// IdleTimeout ages out a group that no signal refreshed for this long
+	// (Go duration): what reclaims the entry of a connection whose delete
+	// was lost (seed §3.1.2). 1ms is hundreds of leaf-spine RTTs.
+	IdleTimeout string `mapstructure:"idleTimeout" yaml:"idleTimeout" json:"idleTimeout"`
+	// DedupEntries bounds the receiver ToR's table of (group, PSN) seen,
+	// oldest evicted first.
+	DedupEntries int `mapstructure:"dedupEntries" yaml:"dedupEntries" json:"dedupEntries"`
+	// DedupWindow is how long after an FReTx's first copy later copies
+	// are dropped as duplicates (Go duration): longer than the copies'
+	// spread over the fast paths, shorter than the next repair of the
+	// same PSN.
+	DedupWindow string `mapstructure:"dedupWindow" yaml:"dedupWindow" json:"dedupWindow"`
+}
+
+// Modes of fabric.torMulticast.mode.
+const (
+	TorMulticastAuto = "auto"
+	TorMulticastOn   = "on"
+	TorMulticastOff  = "off"
+	// TorMulticastAutoKind is the transport.kind that mode auto switches
+	// the programmable ToRs on for.
+	TorMulticastAutoKind = "orderre"
+)
 
 // QueueConfig configures an egress port queue.
 type QueueConfig struct {
@@ -456,6 +496,13 @@ func Default() Config {
 					},
 				},
 			},
+			TorMulticast: TorMulticastConfig{
+				Mode:         TorMulticastAuto,
+				Groups:       fabric.DefaultTorGroups,
+				IdleTimeout:  "1ms",
+				DedupEntries: fabric.DefaultTorDedupEntries,
+				DedupWindow:  "100us",
+			},
 		},
 		Host:      HostConfig{TCP: false, Netstack: true, NICTxLatency: "0s", NICRxLatency: "0s"},
 		Transport: TransportConfig{Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal},
@@ -535,6 +582,25 @@ func (c Config) YAML() ([]byte, error) {
 		return nil, fmt.Errorf("config: marshal yaml: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// TorMulticastEnabled reports whether the programmable ToRs are on:
+// mode on, or auto with transport.kind orderre.
+func (c Config) TorMulticastEnabled() bool {
+	switch c.Fabric.TorMulticast.Mode {
+	case TorMulticastOn:
+		return true
+	case TorMulticastAuto:
+		return c.Transport.Kind == TorMulticastAutoKind
+	}
+	return false
+}
+
+// Fabric returns the fabric's view of t (durations parsed; 0 for one that
+// does not parse). Call it on a validated config.
+func (t TorMulticastConfig) Fabric() fabric.TorMulticastConfig {
+	return fabric.TorMulticastConfig{Groups: t.Groups, IdleTimeout: durationOrZero(t.IdleTimeout),
+		DedupEntries: t.DedupEntries, DedupWindow: durationOrZero(t.DedupWindow)}
 }
 
 // HostLinkBps is HostLinkSpeed in bits/s, or 0 if it does not parse.

@@ -52,6 +52,7 @@ var inlineRules = map[string]string{
 	"fabric.queue.pfc.xonBytes":             "≥ 0",
 	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link (its propagation delay + fabric.switchLatency)", MaxBufferBytes),
 	"fabric.queue.pfc.watchdog.restoration": `or "": 2 × detection`,
+	"fabric.torMulticast.mode":              `auto: on when transport.kind is orderre; on (or auto, on) needs fabric.forwarding ecmp or static`,
 	"host.tcp":                              "true needs host.netstack",
 	"output.dir":                            "not empty",
 	"output.pcap":                           "each a port of this fabric (h<host>/p<plane> or a switch port, see CheckCapturePorts), no duplicates",
@@ -67,8 +68,10 @@ var freeForm = map[string]string{
 // units names the unit of fields whose name or format does not say it
 // (*Bytes fields are bytes, speeds bit/s, durations a time).
 var units = map[string]string{
-	"fabric.mtu":           "bytes",
-	"run.realtimeSlowdown": "wall s per simulated s",
+	"fabric.mtu":                       "bytes",
+	"fabric.torMulticast.groups":       "entries",
+	"fabric.torMulticast.dedupEntries": "entries",
+	"run.realtimeSlowdown":             "wall s per simulated s",
 }
 
 // checkedWhen is when Validate checks a section's fields, or one field

@@ -387,6 +387,16 @@ func TestSchemaRulesEnforced(t *testing.T) {
 			} else {
 				t.Errorf("%s: rule %q: %v", path, r.text, err)
 			}
+		case r.kind == "duration" && !strings.HasPrefix(r.text, "0.."):
+			// lo..hi with lo > 0.
+			los, his, _ := strings.Cut(r.text, "..")
+			lo, err1 := time.ParseDuration(los)
+			hi, err2 := time.ParseDuration(his)
+			if err1 != nil || err2 != nil || lo <= 0 {
+				t.Errorf("%s: rule %q of no kind this test knows", path, r.text)
+				continue
+			}
+			bad, good = []string{"0s", (lo - 1).String(), (hi + 1).String(), "soon"}, []string{lo.String(), hi.String()}
 		case r.kind == "duration":
 			hi := strings.TrimPrefix(r.text, "0..")
 			bad, good = []string{"-1ns", "1"}, []string{"0"}

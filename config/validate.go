@@ -186,6 +186,16 @@ func (v *validator) positiveDuration(path, s string, hi time.Duration) (time.Dur
 	return d, true
 }
 
+// durationRange checks a required duration in [lo, hi].
+func (v *validator) durationRange(path, s string, lo, hi time.Duration, example string) {
+	r := shortDuration(lo) + ".." + shortDuration(hi)
+	v.rule(path, "duration", r)
+	d, ok := v.duration(path, s, example)
+	if ok && (d < lo || d > hi) {
+		v.add(path, "must be "+r, s)
+	}
+}
+
 func positiveDurationRule(hi time.Duration) string { return "> 0 and ≤ " + shortDuration(hi) }
 
 // shortDuration renders whole hours and minutes without the zero parts
@@ -268,6 +278,7 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 		v.errs = append(v.errs, capturePortErrors(c)...)
 	}
 	c.Transport.validate(&v)
+	c.validateTorMulticast(&v)
 	c.Run.validate(&v)
 	c.validateSelected(&v)
 	v.boundedDuration("host.nicTxLatency", c.Host.NICTxLatency, MaxNICLatency, "1us")
@@ -455,6 +466,28 @@ func (f *FabricConfig) validate(v *validator) {
 	v.oneOf("fabric.forwarding", f.Forwarding, forwardingNames()...)
 	v.intRange("fabric.ifgBytes", f.IFGBytes, 0, MaxIFGBytes)
 	f.Queue.validate(v, f.MTU, mtuOK, f.ECNRates())
+	f.TorMulticast.validate(v)
+}
+
+func (t *TorMulticastConfig) validate(v *validator) {
+	v.oneOf("fabric.torMulticast.mode", t.Mode, TorMulticastAuto, TorMulticastOn, TorMulticastOff)
+	v.intRange("fabric.torMulticast.groups", t.Groups, 1, fabric.MaxTorGroups)
+	v.durationRange("fabric.torMulticast.idleTimeout", t.IdleTimeout, fabric.MinTorIdleTimeout, fabric.MaxTorIdleTimeout, "1ms")
+	v.intRange("fabric.torMulticast.dedupEntries", t.DedupEntries, 1, fabric.MaxTorDedupEntries)
+	v.durationRange("fabric.torMulticast.dedupWindow", t.DedupWindow, fabric.MinTorDedupWindow, fabric.MaxTorDedupWindow, "100us")
+}
+
+// validateTorMulticast checks what the programmable ToRs need of the rest
+// of the config once they are on: the copies are routed by path address,
+// which uSID forwarding ignores (docs/addressing.md).
+func (c *Config) validateTorMulticast(v *validator) {
+	if c.TorMulticastEnabled() && c.Fabric.Forwarding == ForwardingUSID {
+		why := "on"
+		if c.Fabric.TorMulticast.Mode == TorMulticastAuto {
+			why = "auto (on: transport.kind is " + TorMulticastAutoKind + ")"
+		}
+		v.add("fabric.torMulticast.mode", why+" needs fabric.forwarding ecmp or static (the ToR routes FReTx copies by path address, which usid forwarding ignores); set fabric.forwarding or mode off", c.Fabric.TorMulticast.Mode)
+	}
 }
 
 func (f *FabricConfig) validateClos(v *validator) {

@@ -87,11 +87,12 @@ const (
 	DropHopLimit          // hop limit exhausted
 	DropMalformed         // not a parsable frame
 	DropSwitchDown        // the switch is down (crashed, rebooting)
+	DropDuplicate         // a programmable ToR's duplicate FReTx copy (tor_multicast.go)
 	numDropReasons
 )
 
 // DropReasonNames names the drop reasons in counters output.
-var DropReasonNames = [numDropReasons]string{"buffer", "trim_queue", "pfc_headroom", "pfc_watchdog", "no_route", "hop_limit", "malformed", "switch_down"}
+var DropReasonNames = [numDropReasons]string{"buffer", "trim_queue", "pfc_headroom", "pfc_watchdog", "no_route", "hop_limit", "malformed", "switch_down", "duplicate"}
 
 // PortCounters count one port's traffic in both directions.
 type PortCounters struct {
@@ -103,10 +104,11 @@ type PortCounters struct {
 	StormsDetected, StormsRestored         uint64
 	// Where frames enter and leave the fabric (Topology.Conservation).
 	// Sent: frames handed to the port from outside the fabric — by its
-	// device through Enqueue (not by switch forwarding) — and the MAC
-	// control frames it generated. Delivered: frames the port handed to a
-	// device that is not a switch (a NIC), and valid MAC control frames it
-	// took.
+	// device through Enqueue (not by switch forwarding), the MAC control
+	// frames it generated, and the copies a programmable ToR made of an
+	// FReTx that came in on it (tor_multicast.go). Delivered: frames the
+	// port handed to a device that is not a switch (a NIC), and valid MAC
+	// control frames it took.
 	Sent, Delivered uint64
 	// BlackHoled: frames that arrived on this port and that its switch
 	// black-holed. Not a drop reason: to the port's drop counters a black

@@ -32,6 +32,7 @@ type Switch struct {
 	hole  bool  // a black hole is set (holeFrac > 0)
 	plane uint8 // = Plane, here for the uSID check
 	mode  ForwardingMode
+	tor   bool // a programmable ToR (torm, tor_multicast.go)
 	USID  uint16
 	next  nextHop  // the mode's next-hop function
 	seed  uint64   // ECMP's hash seed
@@ -60,6 +61,8 @@ type Switch struct {
 	holeSID  uint16
 	holeFrac float64
 	holeRNG  sim.FastRand
+
+	torm *torMulticast // set with tor
 }
 
 // Mode returns the switch's forwarding mode.
@@ -95,6 +98,16 @@ func (s *Switch) Ingress(p *Packet, in *Port) {
 		in.drop(p, DropWatchdog)
 		return
 	}
+	if s.tor && s.torm.ingress(s, p, in) {
+		return // replicated (each copy forwarded) or dropped
+	}
+	s.forward(p, in)
+}
+
+// forward is the rest of a hop for a frame the switch accepted: hop
+// limit, next hop, black hole, PFC admission, enqueue. Every copy a
+// programmable ToR makes goes through it too.
+func (s *Switch) forward(p *Packet, in *Port) {
 	if p.HopLimit() <= 1 {
 		// A router would answer ICMPv6 Time Exceeded; vcluster counts it.
 		s.dropIn(p, in, DropHopLimit)

@@ -45,6 +45,22 @@ type Options struct {
 	FabricPort, HostFacingPort, NICPort *PortConfig
 	PFC                                 *PFCConfig
 	MaxFrame                            int // largest frame (without FCS)
+	// TorMulticast, when set, makes every T0 (edge) switch a programmable
+	// ToR for OrderRE (tor_multicast.go); zero fields take the defaults.
+	// It needs ECMP or static forwarding (path addresses route the copies).
+	TorMulticast *TorMulticastConfig
+}
+
+// checkTor validates o.TorMulticast for a build.
+func (o Options) checkTor() error {
+	if o.TorMulticast == nil {
+		return nil
+	}
+	if o.Mode == ForwardUSID {
+		return fmt.Errorf("torMulticast: needs ecmp or static forwarding (the copies are routed by path address), got %v", o.Mode)
+	}
+	_, err := o.TorMulticast.withDefaults()
+	return err
 }
 
 // Topology is a built fabric: switches, cables and the NIC-side ports that
@@ -163,6 +179,11 @@ func (t *Topology) addSwitch(o Options, name string, tier, plane, index, nports 
 			p.setAcct(s.acct)
 		}
 	}
+	if tier == 0 && o.TorMulticast != nil {
+		if err := s.EnableTorMulticast(*o.TorMulticast); err != nil {
+			panic(err) // checkTor ran before the build
+		}
+	}
 	t.Switches = append(t.Switches, s)
 	t.swByName[name] = s
 	return s
@@ -243,6 +264,9 @@ func BuildClos(loop *sim.Loop, c ClosSpec, o Options) (*Topology, error) {
 	if !o.Mode.Valid() {
 		return nil, fmt.Errorf("forwarding: unknown mode %v", o.Mode)
 	}
+	if err := o.checkTor(); err != nil {
+		return nil, err
+	}
 	for _, e := range []error{checkUSIDIndex("hostsPerT0+1", c.HostsPerT0+1), checkUSIDIndex("t0", c.T0), checkUSIDIndex("t1", c.T1)} {
 		if e != nil {
 			return nil, e
@@ -295,6 +319,9 @@ func BuildFatTree(loop *sim.Loop, f FatTreeSpec, o Options) (*Topology, error) {
 	}
 	if !o.Mode.Valid() {
 		return nil, fmt.Errorf("forwarding: unknown mode %v", o.Mode)
+	}
+	if err := o.checkTor(); err != nil {
+		return nil, err
 	}
 	h := k / 2
 	if o.Mode == ForwardUSID {

@@ -164,6 +164,13 @@ var (
 	dFabDropped  = prometheus.NewDesc(ns+"_fabric_frames_dropped_total", "Frames dropped in the fabric, by reason: the port drop reasons, black_hole (switch), fcs (bit errors on a link) and link_down.", append(fabLabels[:2:2], "reason"), nil)
 	dFabLost     = prometheus.NewDesc(ns+"_fabric_frames_lost_total", "Frames lost on links (loss model); the sum of vcluster_link_lost_total.", fabLabels, nil)
 	dFabInFlight = prometheus.NewDesc(ns+"_fabric_frames_in_flight", "Frames in the fabric at the reading (a finished point: at its end): on links (where=link) and in egress queues (where=queue).", append(fabLabels[:2:2], "where"), nil)
+
+	// The programmable ToRs (fabric.torMulticast), summed over the fabric.
+	dTorGroups      = prometheus.NewDesc(ns+"_tor_groups", "Multicast forwarding table entries in the programmable ToRs (OrderRE) at the reading.", fabLabels, nil)
+	dTorGroupEvents = prometheus.NewDesc(ns+"_tor_group_events_total", "Programmable-ToR table events: groups created, deleted, aged out, refused (table_full); fast paths registered, unregistered.", append(fabLabels[:2:2], "event"), nil)
+	dTorFReTx       = prometheus.NewDesc(ns+"_tor_fretx_total", "FReTx packets the sender ToRs took from their hosts.", fabLabels, nil)
+	dTorCopies      = prometheus.NewDesc(ns+"_tor_copies_total", "FReTx copies the sender ToRs sent onto fast paths (each FReTx itself is one).", fabLabels, nil)
+	dTorDuplicates  = prometheus.NewDesc(ns+"_tor_duplicates_dropped_total", "FReTx copies the receiver ToRs dropped as duplicates (also in vcluster_fabric_frames_dropped_total reason duplicate).", fabLabels, nil)
 )
 
 // runCollector turns the latest snapshot into metrics; it never reads the
@@ -172,7 +179,7 @@ type runCollector struct{ m *metricsServer }
 
 func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dRun, dPoint, dPoints, dVirtual, dEvents, dRate, dClusters, dPorts, dTxPkts, dTxBytes, dRxPkts, dRxBytes,
-		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dFabSent, dFabDeliv, dFabDropped, dFabLost, dFabInFlight, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
+		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dFabSent, dFabDeliv, dFabDropped, dFabLost, dFabInFlight, dTorGroups, dTorGroupEvents, dTorFReTx, dTorCopies, dTorDuplicates, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
 		ch <- d
 	}
 }
@@ -247,6 +254,21 @@ func collectPoint(p *pointCounters, gauge func(*prometheus.Desc, float64, ...str
 		counter(dFabLost, f.Lost, exp, point)
 		gauge(dFabInFlight, float64(f.OnLinks), exp, point, "link")
 		gauge(dFabInFlight, float64(f.InQueues), exp, point, "queue")
+	}
+	if tc := &cs.tor; cs.torOn {
+		gauge(dTorGroups, float64(tc.Groups), exp, point)
+		for _, e := range []struct {
+			event string
+			v     uint64
+		}{
+			{"created", tc.Created}, {"deleted", tc.Deleted}, {"aged", tc.Aged}, {"table_full", tc.TableFull},
+			{"registered", tc.Registers}, {"unregistered", tc.Unregisters},
+		} {
+			counter(dTorGroupEvents, e.v, exp, point, e.event)
+		}
+		counter(dTorFReTx, tc.FReTx, exp, point)
+		counter(dTorCopies, tc.Copies, exp, point)
+		counter(dTorDuplicates, tc.Duplicates, exp, point)
 	}
 	kinds := make([]string, 0, len(cs.qps))
 	for k := range cs.qps {

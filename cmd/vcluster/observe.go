@@ -472,6 +472,10 @@ type counters struct {
 	// fabric is the fabric-wide frame accounting (sent = delivered +
 	// dropped + lost + in flight) of the clusters read.
 	fabric fabric.Conservation
+	// tor sums the programmable ToRs' counters (OrderRE), torOn: a
+	// cluster read had them.
+	tor   fabric.TorMulticastCounters
+	torOn bool
 }
 
 func (c *counters) port(k portKey) *portAgg {
@@ -506,6 +510,8 @@ func (c *counters) add(o counters) {
 		c.qp(k).merge(b)
 	}
 	c.fabric.Add(o.fabric)
+	c.tor.Add(o.tor)
+	c.torOn = c.torOn || o.torOn
 }
 
 func (a *portAgg) merge(b *portAgg) {
@@ -580,6 +586,7 @@ func readCounters(c *cluster.Cluster) counters {
 		}
 	}
 	out.fabric = t.Conservation()
+	out.tor, out.torOn = t.TorMulticastCounters()
 	return out
 }
 
