@@ -224,7 +224,7 @@ type ECNConfig struct {
 	// ones with LastHop); NIC ports never mark.
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
 	// Preset names the thresholds' reference: "auto" (the default: each
-	// transport's own, htsim for MRC and dcqcn-sigcomm15 for RoCE),
+	// transport's own, htsim for MRC and the mprdma kinds, dcqcn-sigcomm15 for RoCE),
 	// "dcqcn-sigcomm15" (5 KB / 200 KB / 0.01), "hpcc" (4 / 16 KB per Gb/s of the
 	// port, 0.2), "htsim" (0.2 / 0.8 BDP of the port, 1), "seed002" (100
 	// KB / 200 KB / 0.5) or "custom" (the three fields below). Giving
