@@ -30,8 +30,17 @@ type Stats struct {
 	// SpuriousLosses counts holes judged lost whose original later arrived
 	// first (reordering mistaken for loss).
 	SpuriousLosses uint64
-	// FastArrivals and SlowArrivals split data arrivals by the L_fast test.
+	// FastArrivals and SlowArrivals split data arrivals by the L_fast test
+	// (placed originals; repairs are not judged).
 	FastArrivals, SlowArrivals uint64
+	// ObMax is the observed out-of-order degree now (OrderRE's ob_max,
+	// measured under every scheme); LMax the loss threshold in use now
+	// (ob_max + Delta for OrderRE, LossThreshold otherwise).
+	ObMax, LMax int
+	// RepairsDropped counts Repair records dropped unpolled (the ring
+	// keeps the newest); ControlDropped ACKs dropped because the control
+	// queue was full (NAKs and FNACKs are never dropped).
+	RepairsDropped, ControlDropped uint64
 
 	// --- requester ---
 
@@ -48,6 +57,14 @@ type Stats struct {
 	PathSends [MaxPaths]uint64
 	// CwndPackets is the congestion window now, in packets.
 	CwndPackets float64
+	// SlowPathAcks counts ACKs that came back more than SlowPathLag behind
+	// the highest acknowledged packet: their path was not clocked, the
+	// packets they released went to a random other path (MP-RDMA's
+	// out-of-order aware path selection).
+	SlowPathAcks uint64
+	// GroupCreates and GroupDeletes count OrderRE's piggybacked group
+	// signals sent (data packets carrying FlagCreate / FlagDelete).
+	GroupCreates, GroupDeletes uint64
 }
 
 // Repair is one requested hole's life at the responder: when it was judged
@@ -58,4 +75,7 @@ type Repair struct {
 	RepairedAt int64 // ns
 	// Requests is how many NAKs / FNACKs asked for it before it arrived.
 	Requests int
+	// Spurious reports the hole was filled by its late original, not a
+	// repair (reordering mistaken for loss; Config.BaseRTT).
+	Spurious bool
 }
