@@ -300,7 +300,7 @@ func TestMPRDMASmallBitmapOverflows(t *testing.T) {
 // The memory estimate's QP cost is measured: the live heap of N
 // connected QP pairs (both ends), per end, against memMPRDMA*.
 func TestMPRDMAQPBytesMeasured(t *testing.T) {
-	for _, entries := range []int{64, 4096} {
+	for _, entries := range []int{64, 200, 4096} {
 		c := mprdmaLeafSpine(t, config.TransportOrderRE, config.ForwardingECMP, "transport.payload=elided",
 			fmt.Sprintf("transport.mprdma.bitmapEntries=%d", entries))
 		const pairs = 200
