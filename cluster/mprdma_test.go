@@ -38,8 +38,8 @@ func mprdmaLeafSpine(t testing.TB, kind, fwd string, sets ...string) *Cluster {
 // random bytes over one QP: it checks that the transfer completes with no
 // failed work request, the QP stays ready and the destination equals the
 // source byte for byte, and returns the transfer and both QP ends.
-// during, if set, runs at sim time at.
-func mprdmaRun(t *testing.T, c *Cluster, n uint64, at sim.Time, during func()) (tr *Transfer, req, resp *mprdma.QP) {
+// during, if set, runs at sim time at with the requester's QP.
+func mprdmaRun(t *testing.T, c *Cluster, n uint64, at sim.Time, during func(req *mprdma.QP)) (tr *Transfer, req, resp *mprdma.QP) {
 	t.Helper()
 	ps, err := c.Connect(0, 15)
 	if err != nil {
@@ -57,7 +57,7 @@ func mprdmaRun(t *testing.T, c *Cluster, n uint64, at sim.Time, during func()) (
 		t.Fatal(err)
 	}
 	if during != nil {
-		c.Loop.At(at, during)
+		c.Loop.At(at, func() { during(req) })
 	}
 	c.Loop.RunWhile(func() bool { return !tr.Done() || tr.RecvImmAt == 0 })
 	if !tr.Done() {
@@ -248,15 +248,22 @@ func TestMPRDMALinkCutMidTransfer(t *testing.T) {
 				const cutAt = 300 * sim.Microsecond
 				up := c.Topo.Switch("p0.t0.0").Ports[c.Config.Fabric.HostsPerT0+2]
 				var deliveredAtCut uint64
-				tr, req, resp := mprdmaRun(t, c, 16<<20, cutAt, func() {
+				var sendsAtCut [4]uint64
+				tr, req, resp := mprdmaRun(t, c, 16<<20, cutAt, func(q *mprdma.QP) {
 					up.Tx.SetUp(false)
 					up.Peer.Tx.SetUp(false)
 					deliveredAtCut = up.Tx.Counters.Packets
+					st := q.MPStats()
+					copy(sendsAtCut[:], st.PathSends[:4])
 				})
 				ms, rs := req.MPStats(), resp.MPStats()
+				var after [4]uint64
+				for i := range after {
+					after[i] = ms.PathSends[i] - sendsAtCut[i]
+				}
 				lost := up.Tx.Counters.DroppedDown
-				t.Logf("cut at %v (done at %v): %s; path sends %v; %d frames lost on the dead link; go-back-N %d, selective %d, FNACKs %d, timeouts %d",
-					cutAt, tr.End, gbps(tr.GoodputBps()), ms.PathSends[:4], lost, ms.GoBackNs, ms.SelectiveRetx, rs.FNACKsSent, req.Stats().Timeouts)
+				t.Logf("cut at %v (done at %v): %s; path sends before the cut %v, after %v; %d frames lost on the dead link; go-back-N %d, selective %d, FNACKs %d, timeouts %d",
+					cutAt, tr.End, gbps(tr.GoodputBps()), sendsAtCut, after, lost, ms.GoBackNs, ms.SelectiveRetx, rs.FNACKsSent, req.Stats().Timeouts)
 				if tr.End <= cutAt {
 					t.Fatalf("the transfer ended at %v, before the cut", tr.End)
 				}
