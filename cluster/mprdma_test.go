@@ -121,6 +121,18 @@ func TestMPRDMAConfigFromFabric(t *testing.T) {
 	if _, err := mprdmaLeafSpine(t, config.TransportMRC, config.ForwardingECMP).MPRDMAConfig(); err == nil {
 		t.Error("MPRDMAConfig with kind mrc: no error")
 	}
+	// A k=4 fat-tree offers k/2 = 2 (the path address fixes the edge's
+	// aggregation and the aggregation's core together), and a transfer
+	// across pods arrives.
+	ft, err := New(load(t, "fabric.topology=fattree", "fabric.k=4", "fabric.forwarding=static", "transport.kind=orderre"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ft.Close)
+	if m, err := ft.MPRDMAConfig(); err != nil || m.Paths != 2 || m.Planes != 1 {
+		t.Errorf("fat-tree k=4: %+v, %v; want 2 paths", m, err)
+	}
+	mprdmaRun(t, ft, 1<<20, 0, nil) // host 0 → 15: another pod
 	// A 2-plane leaf-spine of 4 spines offers 8 paths.
 	c = mprdmaLeafSpine(t, config.TransportMPRDMA, config.ForwardingECMP, "fabric.planes=2")
 	if m, err := c.MPRDMAConfig(); err != nil || m.Paths != 8 || m.Planes != 2 {
