@@ -60,7 +60,8 @@ type Config struct {
 	PMTU int
 	// Paths is N, the receiver's path addresses in use (1..MaxPaths).
 	// Path i leaves on plane i mod Planes (EV bits 0..3) toward path
-	// address i (Tx.DstPath = i+1).
+	// address i / Planes of that plane (Tx.DstPath = i/Planes + 1), so
+	// Planes × spines paths name every (plane, spine) pair once.
 	Paths int
 	// Planes is the NIC's ports (1..16).
 	Planes int

@@ -8,8 +8,9 @@
 // A QP is a pure state machine (verbs.Transport): inputs in, packets,
 // timers and completions out; no goroutines, no clock, no global state but
 // the tests' debug switch. It knows paths only as path numbers: path i is
-// the receiver's path address i (docs/addressing.md, verbs.Tx.DstPath),
-// which ECMP and static forwarding route over one spine. It does not know
+// plane i mod Planes and the receiver's path address i / Planes there
+// (docs/addressing.md, verbs.Tx.DstPath), which ECMP and static
+// forwarding route over one spine. It does not know
 // the fabric, the programmable ToR (package fabric) or the cluster.
 //
 // # Reading the code

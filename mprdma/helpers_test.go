@@ -75,7 +75,7 @@ type sent struct {
 	data  []byte
 	psn   uint32
 	seq   uint64 // psn − reqPSNA
-	path  int    // Tx.DstPath − 1
+	path  int    // the requester's path: (Tx.DstPath − 1) × planes + the EV's plane
 	flags uint8  // OrderRE bits of BTH byte 8
 	sig   orderre.Signal
 }
@@ -105,7 +105,7 @@ func (p *reqPair) sendFree(max int, free uint32) []sent {
 		}
 		sig := orderre.Read(b)
 		out = append(out, sent{tx: tx, data: b, psn: pk.PSN, seq: uint64(ib.PSNDiff(pk.PSN, reqPSNA)),
-			path: int(tx.DstPath) - 1, flags: sig.Flags, sig: sig})
+			path: (int(tx.DstPath)-1)*p.a.cfg.Planes + int(tx.EV&0xf), flags: sig.Flags, sig: sig})
 	}
 	return out
 }
@@ -139,7 +139,8 @@ func (p *reqPair) ctl(syndrome uint8, psn, msn uint32, becn bool, path int) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.a.Receive(p.now, &verbs.Rx{Data: b[:n], WireLen: wire, SrcHost: reqHostB, SrcPath: uint16(path + 1)})
+	p.a.Receive(p.now, &verbs.Rx{Data: b[:n], WireLen: wire, SrcHost: reqHostB,
+		SrcPath: uint16(path/p.a.cfg.Planes + 1), Plane: path % p.a.cfg.Planes})
 }
 
 // psnA is A's PSN of sequence seq.
@@ -149,7 +150,7 @@ func psnA(seq uint64) uint32 { return (reqPSNA + uint32(seq)) & ib.PSNMask }
 // including) cum, arriving on path.
 func (p *reqPair) ack(cum, s uint64, ecn bool, path int) {
 	p.t.Helper()
-	p.ctl(syndromeACK, psnA(cum)-1, psnA(s), ecn, path)
+	p.ctl(ackSyndrome, psnA(cum)-1, psnA(s), ecn, path)
 }
 
 // nak is a go-back-N NAK for ePSN e, caused by sequence cause.

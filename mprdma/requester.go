@@ -209,8 +209,25 @@ func (r *requester) send(now int64, free uint32, buf []byte) (verbs.Tx, bool) {
 	return r.emit(now, r.nxt, path, sendWindow, buf), true
 }
 
-// plane is the NIC port path i leaves on.
+// plane is the NIC port path i leaves on; spine is its path address
+// within that plane (Tx.DstPath − 1): paths go round the planes first, so
+// Planes × spines paths name every (plane, spine) pair once.
 func (r *requester) plane(path int) int { return path % r.cfg.Planes }
+func (r *requester) spine(path int) int { return path / r.cfg.Planes }
+
+// pathOf is the path an acknowledgement speaks for: the path address it
+// left from (Rx.SrcPath − 1) on the plane it came back on; −1 if neither
+// names one of the QP's paths.
+func (r *requester) pathOf(rx *verbs.Rx) int {
+	if rx.SrcPath == 0 {
+		return -1
+	}
+	path := (int(rx.SrcPath)-1)*r.cfg.Planes + rx.Plane%r.cfg.Planes
+	if path >= r.cfg.Paths {
+		return -1
+	}
+	return path
+}
 
 // freePath returns want, or when its plane's port is full the next path
 // (in path order) whose port has room, or −1. With one plane (a
@@ -318,7 +335,7 @@ func (r *requester) emit(now int64, seq uint64, path int, kind sendKind, buf []b
 		r.arm(now)
 	}
 	return verbs.Tx{Len: stored, WireLen: wire, DstHost: q.peer.Host, EV: q.ev | uint32(r.plane(path)),
-		DSCP: verbs.DSCPRoCE, ECT: true, DstPath: uint16(path + 1)}
+		DSCP: verbs.DSCPRoCE, ECT: true, DstPath: uint16(r.spine(path) + 1)}
 }
 
 // receive handles an ACKNOWLEDGE packet: an ACK, an FNACK, a go-back-N NAK
@@ -365,10 +382,7 @@ func (r *requester) onAck(now int64, rx *verbs.Rx, p *roce.Packet) {
 	}
 	r.win.onAck(p.BECN)
 	if r.nxt < r.next {
-		path := int(rx.SrcPath) - 1
-		if path >= r.cfg.Paths {
-			path = -1
-		}
+		path := r.pathOf(rx)
 		if path >= 0 && lagging && r.cfg.Paths > 1 {
 			r.q.mp.SlowPathAcks++
 			path = (path + 1 + int(r.rng.Uint64()%uint64(r.cfg.Paths-1))) % r.cfg.Paths
