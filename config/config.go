@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/mprdma"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/roce"
 	unit "github.com/vcluster/vcluster/units"
@@ -52,10 +53,13 @@ const (
 
 // Transport kinds.
 const (
-	TransportMRC  = "mrc"
-	TransportRoCE = "roce"
-	PayloadReal   = "real"
-	PayloadElided = "elided"
+	TransportMRC     = "mrc"
+	TransportRoCE    = "roce"
+	TransportMPRDMA  = mprdma.KindMPRDMA
+	TransportRandom  = mprdma.KindRandom
+	TransportOrderRE = mprdma.KindOrderRE
+	PayloadReal      = "real"
+	PayloadElided    = "elided"
 )
 
 // Pacing modes.
@@ -129,7 +133,7 @@ const (
 	MaxBufferBytes = 256 << 20
 	MaxRunDuration = time.Hour        // simulated time of one run
 	MaxWatchdog    = 10 * time.Second // PFC watchdog detection and restoration
-	MaxTimeout     = time.Second      // transport.mrc.rto, transport.roce.timeout (mrc.MaxRTO, roce.MaxTimeout)
+	MaxTimeout     = time.Second      // transport.mrc.rto, transport.roce.timeout, transport.mprdma.rto, transport.orderre.repairTimeout (mrc.MaxRTO, roce.MaxTimeout, mprdma.MaxRTO)
 	// MaxRealtimeSlowdown bounds run.realtimeSlowdown (1 simulated µs per
 	// wall second).
 	MaxRealtimeSlowdown = 1e6
@@ -220,7 +224,7 @@ type ECNConfig struct {
 	// ones with LastHop); NIC ports never mark.
 	Enabled bool `mapstructure:"enabled" yaml:"enabled" json:"enabled"`
 	// Preset names the thresholds' reference: "auto" (the default: each
-	// transport's own, htsim for MRC and dcqcn-sigcomm15 for RoCE),
+	// transport's own, htsim for MRC and the mprdma kinds, dcqcn-sigcomm15 for RoCE),
 	// "dcqcn-sigcomm15" (5 KB / 200 KB / 0.01), "hpcc" (4 / 16 KB per Gb/s of the
 	// port, 0.2), "htsim" (0.2 / 0.8 BDP of the port, 1), "seed002" (100
 	// KB / 200 KB / 0.5) or "custom" (the three fields below). Giving
@@ -317,7 +321,9 @@ type HostConfig struct {
 
 // TransportConfig selects the RDMA transport.
 type TransportConfig struct {
-	// Kind is "mrc" or "roce".
+	// Kind is "mrc", "roce", or one of the multipath RDMA kinds "mprdma",
+	// "random" and "orderre" (package mprdma; they need fabric.forwarding
+	// ecmp or static).
 	Kind string `mapstructure:"kind" yaml:"kind" json:"kind"`
 	// QPsPerConnection is how many QPs connect each pair of hosts that
 	// talk (RoCE spreads them over planes and ECMP paths); 1..64.
@@ -330,6 +336,10 @@ type TransportConfig struct {
 	// (see TransportKinds).
 	MRC  mrc.Settings  `mapstructure:"mrc" yaml:"mrc" json:"mrc"`
 	RoCE roce.Settings `mapstructure:"roce" yaml:"roce" json:"roce"`
+	// MPRDMA is shared by the kinds mprdma, random and orderre
+	// (SharedSection); OrderRE is orderre's own.
+	MPRDMA  mprdma.Settings        `mapstructure:"mprdma" yaml:"mprdma" json:"mprdma"`
+	OrderRE mprdma.OrderRESettings `mapstructure:"orderre" yaml:"orderre" json:"orderre"`
 }
 
 // The transports' sections, under the names they had when config

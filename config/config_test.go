@@ -365,7 +365,7 @@ func TestFieldErrorFormat(t *testing.T) {
 	if want := []string{"fabric.planes", "transport.kind", "run.duration"}; !slices.Equal(paths, want) {
 		t.Errorf("Validate() paths = %v, want %v", paths, want)
 	}
-	if !strings.Contains(c.Validate().Error(), `transport.kind: must be one of "mrc", "roce", got "udp"`) {
+	if !strings.Contains(c.Validate().Error(), `transport.kind: must be one of "mrc", "roce", "mprdma", "random", "orderre", got "udp"`) {
 		t.Errorf("message: %q", c.Validate())
 	}
 }

@@ -11,8 +11,14 @@ import (
 const (
 	// ECNAuto (the default) is each transport's own reference: htsim for
 	// MRC (uet-htsim, NSCC's reference implementation, marks with its
-	// thresholds) and dcqcn-sigcomm15 for RoCE (DCQCN's paper, TARGETS
-	// T10). See Config.EffectiveECN.
+	// thresholds), dcqcn-sigcomm15 for RoCE (DCQCN's paper, TARGETS T10)
+	// and htsim for mprdma, random and orderre (MP-RDMA's window reacts to
+	// every marked ACK, as DCTCP's to a single instantaneous-queue
+	// threshold; htsim's ramp starts at 0.2 BDP — above DCTCP's K >
+	// BDP/7 — and marks every packet from 0.8 BDP, and scales with the
+	// port's rate and RTT, where DCQCN's fixed 5 KB / 1 % ramp would mark
+	// a per-ACK window barely at all until 200 KB). See
+	// Config.EffectiveECN.
 	ECNAuto = "auto"
 	// ECNDCQCN is the DCQCN paper's (SIGCOMM 2015) 5 KB / 200 KB / 1 % at
 	// every rate: TARGETS T10, the project's DCQCN reference.
@@ -41,8 +47,11 @@ func ECNPresetFor(preset, kind string) string {
 	if preset != ECNAuto {
 		return preset
 	}
-	if kind == TransportRoCE {
+	switch {
+	case kind == TransportRoCE:
 		return ECNDCQCN
+	case IsMPRDMAKind(kind):
+		return ECNHtsim
 	}
 	return ECNHtsim
 }

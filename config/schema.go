@@ -41,6 +41,8 @@ var inlineRules = map[string]string{
 	"fabric.k":                              fmt.Sprintf("even, %d..%d (≤ 44 with forwarding usid: k²/2 edge switches in the uSID plan's 1024); clos: unused (0)", MinFatTreeK, MaxFatTreeK),
 	"fabric.fabricLinkSpeed":                "fattree: must equal fabric.hostLinkSpeed",
 	"fabric.fabricLinkDelay":                "fattree: must equal fabric.hostLinkDelay",
+	"fabric.forwarding":                     "ecmp or static with transport.kind mprdma, random or orderre (path addresses)",
+	"transport.mprdma.paths":                "with kind mprdma, random or orderre: ≤ the paths the fabric offers (clos: planes × t1PerPlane; fattree: k/2)",
 	"fabric.ecmpReconvergence":              `or "": never (the ECMP groups stay as built); used with forwarding ecmp`,
 	"fabric.queue.bufferBytes":              fmt.Sprintf("> 0 and ≤ %d (MaxBufferBytes, 256 MiB); ≥ 2 × fabric.mtu", MaxBufferBytes),
 	"fabric.queue.ecn.preset":               "its Kmax at the fabric link rate (and the host link rate with lastHop) ≤ fabric.queue.bufferBytes, else bufferBytes is refused; htsim's is checked when the fabric is built (it depends on the base RTT)",

@@ -22,7 +22,9 @@ import (
 // its fields, defaults and rules, config only decodes the section (its
 // mapstructure tags) and validates it by calling its Validate with a
 // verbs.SectionChecker that words the messages and records the rules for
-// Schema. A section's key is the kind it belongs to. Every section is
+// Schema. A section's key is the kind it belongs to, or the first of the
+// kinds it lists when several share it (SharedSection: transport.mprdma
+// serves mprdma, random and orderre). Every section is
 // checked whichever kind is selected (one --set switches kinds); a section
 // that also implements SelectedSection is checked against the rest of the
 // config while its kind is selected. A kind without knobs needs nothing in
@@ -33,6 +35,13 @@ import (
 type Section interface {
 	SetDefaults()
 	Validate(check verbs.SectionChecker)
+}
+
+// SharedSection is a section more than one kind selects: Kinds lists
+// them, the section's key first.
+type SharedSection interface {
+	Section
+	Kinds() []string
 }
 
 // SelectedSection is a section with rules that hold while its kind is the
@@ -61,7 +70,11 @@ func RegisterTransportKind(kind string) {
 func TransportKinds() []string {
 	var kinds []string
 	for _, s := range sectionFields {
-		kinds = append(kinds, s.key)
+		for _, k := range s.kinds {
+			if !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
 	}
 	for _, k := range registeredKinds {
 		if !slices.Contains(kinds, k) {
@@ -71,9 +84,11 @@ func TransportKinds() []string {
 	return kinds
 }
 
-// sectionField is one section of TransportConfig: its key and field index.
+// sectionField is one section of TransportConfig: its key, the kinds
+// that select it (its key, or a SharedSection's Kinds) and field index.
 type sectionField struct {
 	key   string
+	kinds []string
 	index int
 }
 
@@ -82,9 +97,15 @@ var sectionFields = func() []sectionField {
 	t := reflect.TypeFor[TransportConfig]()
 	sec := reflect.TypeFor[Section]()
 	for i := range t.NumField() {
-		if f := t.Field(i); reflect.PointerTo(f.Type).Implements(sec) {
-			out = append(out, sectionField{fieldName(f), i})
+		f := t.Field(i)
+		if !reflect.PointerTo(f.Type).Implements(sec) {
+			continue
 		}
+		kinds := []string{fieldName(f)}
+		if sh, ok := reflect.New(f.Type).Interface().(SharedSection); ok {
+			kinds = sh.Kinds()
+		}
+		out = append(out, sectionField{fieldName(f), kinds, i})
 	}
 	return out
 }()
@@ -172,7 +193,7 @@ func (c *Config) validateSelected(v *validator) {
 	}
 	keys, secs := c.Transport.sections()
 	for i, s := range secs {
-		if sel, ok := s.(SelectedSection); ok && keys[i] == c.Transport.Kind {
+		if sel, ok := s.(SelectedSection); ok && slices.Contains(sectionFields[i].kinds, c.Transport.Kind) {
 			sel.ValidateSelected(sectionChecker{v, "transport." + keys[i]}, c.Fabric.MTU)
 		}
 	}

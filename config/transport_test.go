@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcluster/vcluster/mprdma"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/roce"
 )
@@ -21,12 +22,14 @@ func withKind(t *testing.T, kind string) {
 // and a registered kind (what cluster.RegisterTransport does) is valid
 // with no change here; an unknown one is refused listing them all.
 func TestTransportKinds(t *testing.T) {
-	if got := TransportKinds(); !slices.Equal(got, []string{TransportMRC, TransportRoCE}) {
-		t.Fatalf("TransportKinds() = %v, want the sections' mrc, roce", got)
+	sections := []string{TransportMRC, TransportRoCE, TransportMPRDMA, TransportRandom, TransportOrderRE}
+	if got := TransportKinds(); !slices.Equal(got, sections) {
+		t.Fatalf("TransportKinds() = %v, want the sections' %v (transport.mprdma's shared kinds once each)", got, sections)
 	}
 	withKind(t, "mprdma-test")
-	withKind(t, TransportRoCE) // known already: nothing changes
-	if got := TransportKinds(); !slices.Equal(got, []string{TransportMRC, TransportRoCE, "mprdma-test"}) {
+	withKind(t, TransportRoCE)   // known already: nothing changes
+	withKind(t, TransportRandom) // known by its shared section
+	if got := TransportKinds(); !slices.Equal(got, append(slices.Clone(sections), "mprdma-test")) {
 		t.Fatalf("TransportKinds() = %v", got)
 	}
 	if _, err := Load("", []string{"transport.kind=mprdma-test"}); err != nil {
@@ -34,7 +37,7 @@ func TestTransportKinds(t *testing.T) {
 	}
 	_, err := Load("", []string{"transport.kind=bogus"})
 	fes := fieldErrors(t, err)
-	want := `transport.kind: must be one of "mrc", "roce", "mprdma-test", got "bogus"`
+	want := `transport.kind: must be one of "mrc", "roce", "mprdma", "random", "orderre", "mprdma-test", got "bogus"`
 	if len(fes) != 1 || err.Error() != want {
 		t.Fatalf("transport.kind=bogus: %v, want %s", err, want)
 	}
@@ -68,8 +71,8 @@ func TestTransportVocabularyInStep(t *testing.T) {
 	if MRCPacketOverhead != 88 || MinPMTU != 256 || MaxPMTU != 4096 {
 		t.Errorf("MRC: overhead %d, PMTU %d..%d, want 88, 256..4096", MRCPacketOverhead, MinPMTU, MaxPMTU)
 	}
-	if bounds := []time.Duration{MaxTimeout, mrc.MaxRTO, roce.MaxTimeout}; slices.Max(bounds) != slices.Min(bounds) {
-		t.Errorf("MaxTimeout, mrc.MaxRTO, roce.MaxTimeout: %v, want one bound", bounds)
+	if bounds := []time.Duration{MaxTimeout, mrc.MaxRTO, roce.MaxTimeout, mprdma.MaxRTO}; slices.Max(bounds) != slices.Min(bounds) {
+		t.Errorf("MaxTimeout, mrc.MaxRTO, roce.MaxTimeout, mprdma.MaxRTO: %v, want one bound", bounds)
 	}
 	if !slices.Equal(RoCECCPresets, roce.Presets()) || len(RoCERenamedCCPresets) != len(roce.RenamedPresets()) {
 		t.Error("RoCE presets differ from package roce's")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/mprdma"
 	unit "github.com/vcluster/vcluster/units"
 )
 
@@ -270,6 +271,7 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 	c.Transport.validate(&v)
 	c.Run.validate(&v)
 	c.validateSelected(&v)
+	c.validateMultipath(&v)
 	v.boundedDuration("host.nicTxLatency", c.Host.NICTxLatency, MaxNICLatency, "1us")
 	v.boundedDuration("host.nicRxLatency", c.Host.NICRxLatency, MaxNICLatency, "1us")
 	if c.Host.TCP && !c.Host.Netstack {
@@ -643,6 +645,55 @@ func (r *RunConfig) validate(v *validator) {
 	if s := r.RealtimeSlowdown; isFinite(s) && !(s >= 1 && s <= MaxRealtimeSlowdown) { // NaN/Inf: finiteFloats
 		v.add("run.realtimeSlowdown", "must be in "+floatRanges["run.realtimeSlowdown"], s)
 	}
+}
+
+// IsMPRDMAKind reports whether kind is one of package mprdma's (mprdma,
+// random, orderre): multipath by destination address.
+func IsMPRDMAKind(kind string) bool {
+	return kind == TransportMPRDMA || kind == TransportRandom || kind == TransportOrderRE
+}
+
+// OfferedPaths is how many distinct paths path addresses name between two
+// hosts under different leaves of the fabric f describes
+// (docs/addressing.md): a Clos, planes × t1PerPlane (a path per plane and
+// spine); a fat-tree, k/2 (the path address fixes the member of every
+// multi-member next-hop group, so the edge's aggregation choice and the
+// aggregation's core choice move together). 0 for a shape it cannot read.
+func (f FabricConfig) OfferedPaths() int {
+	switch f.Topology {
+	case TopologyClos:
+		return max(f.Planes, 0) * max(f.T1PerPlane, 0)
+	case TopologyFatTree:
+		return max(f.K/2, 0)
+	}
+	return 0
+}
+
+// validateMultipath checks what the mprdma kinds need of the fabric while
+// one of them is selected: path addresses are routed only by ECMP and
+// static forwarding (uSID routes by segment list: docs/addressing.md), and
+// transport.mprdma.paths can name only paths the fabric has.
+func (c *Config) validateMultipath(v *validator) {
+	if !IsMPRDMAKind(c.Transport.Kind) {
+		return
+	}
+	f := c.Fabric.Forwarding
+	if f != ForwardingECMP && f != ForwardingStatic && slices.Contains(forwardingNames(), f) {
+		v.add("fabric.forwarding", fmt.Sprintf("must be %q or %q with transport.kind %s (path addresses are routed only there; docs/addressing.md)",
+			ForwardingECMP, ForwardingStatic, c.Transport.Kind), f)
+	}
+	n, p := c.Fabric.OfferedPaths(), c.Transport.MPRDMA.Paths
+	if n > 0 && p > min(n, mprdma.MaxPaths) && p <= mprdma.MaxPaths {
+		v.add("transport.mprdma.paths", fmt.Sprintf("must be 0 (every path) or 1..%d: the fabric offers %d paths (%s)",
+			min(n, mprdma.MaxPaths), n, c.Fabric.offeredPathsText()), p)
+	}
+}
+
+func (f FabricConfig) offeredPathsText() string {
+	if f.Topology == TopologyFatTree {
+		return fmt.Sprintf("k/2 = %d/2", f.K)
+	}
+	return fmt.Sprintf("planes × t1PerPlane = %d × %d", f.Planes, f.T1PerPlane)
 }
 
 // forwardingNames lists the fabric's registered forwarding modes' config

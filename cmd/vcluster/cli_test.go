@@ -45,7 +45,7 @@ func TestRunInvalidConfig(t *testing.T) {
 	if code != 2 {
 		t.Errorf("exit status %d, want 2", code)
 	}
-	for _, want := range []string{"fabric.planes: must be 1..16, got 0", `transport.kind: must be one of "mrc", "roce", got "udp"`} {
+	for _, want := range []string{"fabric.planes: must be 1..16, got 0", `transport.kind: must be one of "mrc", "roce", "mprdma", "random", "orderre", got "udp"`} {
 		if !strings.Contains(errOut, want+"\n") {
 			t.Errorf("stderr does not have the line %q:\n%s", want, errOut)
 		}

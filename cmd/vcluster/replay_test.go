@@ -162,7 +162,7 @@ func TestReplayRejects(t *testing.T) {
 		{[]string{"run", "--manifest", edited(func(j map[string]any) { delete(j, "experiment") }), "--out", out}, "experiment: missing"},
 		{[]string{"run", "--manifest", edited(func(j map[string]any) {
 			j["config"].(map[string]any)["transport"].(map[string]any)["kind"] = "udp"
-		}), "--out", out}, `config.transport.kind: must be one of "mrc", "roce", got "udp"`},
+		}), "--out", out}, `config.transport.kind: must be one of "mrc", "roce", "mprdma", "random", "orderre", got "udp"`},
 	} {
 		code, stdout, errOut := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
