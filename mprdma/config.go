@@ -103,6 +103,19 @@ type Config struct {
 	// RepairTimeout is how long the receiver waits for a requested repair
 	// before it falls back to NAK + go-back-N (ns, > 0; 0: derived, 2 × RTO).
 	RepairTimeout int64
+	// DegreeWindow is how many data arrivals one measurement of ob_max
+	// spans: ob_max is the largest lag behind rcv_oo_h seen in this window
+	// or the one before, so it follows the network up and down within two
+	// windows (0: derived, one BDP but at least 8). Before the first
+	// window ends ob_max starts at OMax, the network's worst.
+	DegreeWindow int
+
+	// BaseRTT is the path's base round-trip time (ns; 0: unknown). The
+	// responder uses it only to tell a late original from a repair: a hole
+	// judged lost that is filled sooner than BaseRTT after, by a packet not
+	// flagged FReTx, cannot be the answer to its request (SpuriousLosses,
+	// and a reordering sample for ob_max). 0 turns that test off.
+	BaseRTT int64
 
 	// SrcPort and FlowLabel fix the QP's entropy value; 0 derives them
 	// from the seed given to New.
@@ -166,6 +179,10 @@ func (c *Config) Validate() error {
 		return bad("Copies", c.Copies, "0..15 (0: derived)")
 	case c.RepairTimeout < 0:
 		return bad("RepairTimeout", c.RepairTimeout, "≥ 0 ns (0: derived)")
+	case c.DegreeWindow < 0:
+		return bad("DegreeWindow", c.DegreeWindow, "≥ 0 (0: derived)")
+	case c.BaseRTT < 0:
+		return bad("BaseRTT", c.BaseRTT, "≥ 0 ns (0: unknown)")
 	}
 	return nil
 }
@@ -198,6 +215,9 @@ func (c Config) Derived() Config {
 	}
 	if c.RepairTimeout == 0 {
 		c.RepairTimeout = 2 * c.RTO
+	}
+	if c.DegreeWindow == 0 {
+		c.DegreeWindow = max(bdp, 8)
 	}
 	return c
 }

@@ -30,8 +30,17 @@ type Stats struct {
 	// SpuriousLosses counts holes judged lost whose original later arrived
 	// first (reordering mistaken for loss).
 	SpuriousLosses uint64
-	// FastArrivals and SlowArrivals split data arrivals by the L_fast test.
+	// FastArrivals and SlowArrivals split data arrivals by the L_fast test
+	// (placed originals; repairs are not judged).
 	FastArrivals, SlowArrivals uint64
+	// ObMax is the observed out-of-order degree now (OrderRE's ob_max,
+	// measured under every scheme); LMax the loss threshold in use now
+	// (ob_max + Delta for OrderRE, LossThreshold otherwise).
+	ObMax, LMax int
+	// RepairsDropped counts Repair records dropped unpolled (the ring
+	// keeps the newest); ControlDropped ACKs dropped because the control
+	// queue was full (NAKs and FNACKs are never dropped).
+	RepairsDropped, ControlDropped uint64
 
 	// --- requester ---
 
@@ -58,4 +67,7 @@ type Repair struct {
 	RepairedAt int64 // ns
 	// Requests is how many NAKs / FNACKs asked for it before it arrived.
 	Requests int
+	// Spurious reports the hole was filled by its late original, not a
+	// repair (reordering mistaken for loss; Config.BaseRTT).
+	Spurious bool
 }
