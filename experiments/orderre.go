@@ -423,12 +423,45 @@ func orProbeSpine(env *Env, cfg config.Config, events *uint64) (int, error) {
 	return spine, nil
 }
 
+// orGrid is one seed's measured grid: the cells that ran, in run order.
+type orGrid struct {
+	cells      []*orCell
+	bdp        int
+	rtt        time.Duration
+	lossySpine int      // T12's spine, -1 without T12
+	missing    []string // transport kinds this build does not register
+	events     uint64
+}
+
 func runOrderRE(ctx context.Context, env *Env, p orParams) (*Results, error) {
+	g, err := runOrGrid(ctx, env, p)
+	if err != nil {
+		return nil, err
+	}
+	res := &Results{Events: g.events, Points: len(g.cells)}
+	for _, c := range g.cells {
+		// A go-back-N RoCE flow that fails or does not finish under heavy
+		// loss is T12's finding; anything else not done, or a wrong byte,
+		// is a failed point.
+		switch {
+		case c.done && !c.verified:
+			res.Failed = append(res.Failed, c.label()+": bytes differ at the receiver")
+		case !c.done && c.scheme != orRoCE:
+			res.Failed = append(res.Failed, c.label()+": "+orResult(c))
+		}
+	}
+	orTables(res, p, g.cells, g.bdp, g.rtt, g.lossySpine, g.missing)
+	res.Plots = orPlots(p, g.cells)
+	res.Checks = orChecks(p, g.cells, g.missing)
+	return res, nil
+}
+
+func runOrGrid(ctx context.Context, env *Env, p orParams) (*orGrid, error) {
 	bdp, rtt, err := orBDP(env.Config)
 	if err != nil {
 		return nil, err
 	}
-	res := &Results{}
+	res := &orGrid{bdp: bdp, rtt: rtt}
 	schemes := orSchemes()
 	roce := orRoCEScheme()
 	var missing []string
@@ -473,18 +506,15 @@ func runOrderRE(ctx context.Context, env *Env, p orParams) (*Results, error) {
 	}
 	lossySpine := -1
 	if len(p.t12Losses) > 0 {
-		if lossySpine, err = orProbeSpine(env, roceCfg, &res.Events); err != nil {
+		if lossySpine, err = orProbeSpine(env, roceCfg, &res.events); err != nil {
 			return nil, err
 		}
 	}
-	var cells []*orCell
+	pts = slices.DeleteFunc(pts, func(pt point) bool { return !pt.runnbl })
 	n := len(pts)
 	for i, pt := range pts {
 		if interrupted(ctx) {
 			break
-		}
-		if !pt.runnbl {
-			continue
 		}
 		sets := slices.Clone(pt.sc.sets)
 		if pt.sc.mp && pt.cell.bitmap > 0 {
@@ -499,27 +529,13 @@ func runOrderRE(ctx context.Context, env *Env, p orParams) (*Results, error) {
 			lossy, pt.cell.lossySpine = []int{lossySpine}, lossySpine
 		}
 		env.Point(i, n, pt.cell.label())
-		if err := orRun(env, cfg, p, rtt, pt.cell, lossy, &res.Events); err != nil {
+		if err := orRun(env, cfg, p, rtt, pt.cell, lossy, &res.events); err != nil {
 			return nil, fmt.Errorf("%s: %w", pt.cell.label(), err)
 		}
 		env.logf("orderre: %-40s goodput %5.1f%% %s\n", pt.cell.label(), 100*pt.cell.goodput, orResult(pt.cell))
-		cells = append(cells, pt.cell)
+		res.cells = append(res.cells, pt.cell)
 	}
-	res.Points = len(cells)
-	for _, c := range cells {
-		// A go-back-N RoCE flow that fails or does not finish under heavy
-		// loss is T12's finding; anything else not done, or a wrong byte,
-		// is a failed point.
-		switch {
-		case c.done && !c.verified:
-			res.Failed = append(res.Failed, c.label()+": bytes differ at the receiver")
-		case !c.done && c.scheme != orRoCE:
-			res.Failed = append(res.Failed, c.label()+": "+orResult(c))
-		}
-	}
-	orTables(res, p, cells, bdp, rtt, lossySpine, missing)
-	res.Plots = orPlots(p, cells)
-	res.Checks = orChecks(p, cells, missing)
+	res.lossySpine, res.missing = lossySpine, missing
 	return res, nil
 }
 
