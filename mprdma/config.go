@@ -117,6 +117,13 @@ type Config struct {
 	// and a reordering sample for ob_max). 0 turns that test off.
 	BaseRTT int64
 
+	// SlowPathLag is the sender's Δ in MP-RDMA's out-of-order aware path
+	// selection: an ACK for a packet more than SlowPathLag below the
+	// highest one acknowledged marks its path too slow to clock (0:
+	// derived, LossThreshold/2 but at least 1, so a lagging path is left
+	// before its lag makes the receiver take reordering for loss).
+	SlowPathLag int
+
 	// SrcPort and FlowLabel fix the QP's entropy value; 0 derives them
 	// from the seed given to New.
 	SrcPort   uint16
@@ -183,6 +190,8 @@ func (c *Config) Validate() error {
 		return bad("DegreeWindow", c.DegreeWindow, "≥ 0 (0: derived)")
 	case c.BaseRTT < 0:
 		return bad("BaseRTT", c.BaseRTT, "≥ 0 ns (0: unknown)")
+	case c.SlowPathLag < 0:
+		return bad("SlowPathLag", c.SlowPathLag, "≥ 0 (0: derived)")
 	}
 	return nil
 }
@@ -218,6 +227,9 @@ func (c Config) Derived() Config {
 	}
 	if c.DegreeWindow == 0 {
 		c.DegreeWindow = max(bdp, 8)
+	}
+	if c.SlowPathLag == 0 {
+		c.SlowPathLag = max(c.LossThreshold/2, 1)
 	}
 	return c
 }

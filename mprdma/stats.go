@@ -57,6 +57,14 @@ type Stats struct {
 	PathSends [MaxPaths]uint64
 	// CwndPackets is the congestion window now, in packets.
 	CwndPackets float64
+	// SlowPathAcks counts ACKs that came back more than SlowPathLag behind
+	// the highest acknowledged packet: their path was not clocked, the
+	// packets they released went to a random other path (MP-RDMA's
+	// out-of-order aware path selection).
+	SlowPathAcks uint64
+	// GroupCreates and GroupDeletes count OrderRE's piggybacked group
+	// signals sent (data packets carrying FlagCreate / FlagDelete).
+	GroupCreates, GroupDeletes uint64
 }
 
 // Repair is one requested hole's life at the responder: when it was judged
