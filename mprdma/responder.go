@@ -49,11 +49,28 @@ import (
 // them: an ACK per arrival (dropped, counted, if the ring is full), NAKs
 // and FNACKs (never dropped; bounded by the rules above) and the error NAK.
 //
+// Fast and slow (seed 004 §2.1). An original arriving more than LFast
+// behind rcv_oo_h is slow, any other fast; OrderRE's ACK for it carries
+// unregister or register. A repair is not judged and carries neither: its
+// lag measures the repair, not its path. A repair is a packet flagged
+// FReTx, the fill of a hole judged lost (unless spurious), or the fill of
+// a hole that existed when a go-back-N NAK went, BaseRTT or more after it
+// (go-back-N resends carry no flag). The lags of late originals are the
+// samples of ob_max (detect.go).
+//
 // Spurious losses. A fill of a hole judged lost is its late original, not
 // a repair, when it is not flagged FReTx and comes sooner than BaseRTT
 // after the hole was judged lost: no answer to the request can be back
 // that fast. (A go-back-N resend carries no flag, so the flag alone cannot
 // tell.) With BaseRTT 0 the test is off: no fill counts as spurious.
+//
+// Wire details the package doc leaves open: a NAK's MSN is the PSN that
+// caused it (the packet beyond the bitmap, or the hole whose clock
+// expired); the error NAK (0x61 invalid request, 0x62 remote access)
+// carries the failing packet's PSN and, in its MSN, the cumulative ack,
+// since under out-of-order placement the failing PSN acknowledges nothing
+// before it. NAKs and FNACKs leave by the path address and EV of the
+// arrival that caused them (a timer's NAK: of the last arrival).
 type responder struct {
 	cfg   *Config
 	mem   *verbs.Memory
@@ -65,7 +82,7 @@ type responder struct {
 	connected bool
 	fail      error
 
-	slots []slot
+	slots []rxSlot
 	mask  uint64 // len(slots) − 1
 	l     uint64 // BitmapEntries
 
@@ -81,6 +98,12 @@ type responder struct {
 	nakAny bool
 	nakSeq uint64
 	nakAt  int64
+	// Go-back-N coverage: the holes below gbnHi existed when a NAK asked
+	// for everything from ePSN at gbnAt; their fills from BaseRTT after it
+	// on may be its resends (unflagged), not late originals.
+	gbnAny bool
+	gbnHi  uint64
+	gbnAt  int64
 
 	// The last data packet's path and EV: a NAK sent by a timer goes the
 	// way the data last came.
@@ -89,7 +112,7 @@ type responder struct {
 
 	lastNow int64 // the occupancy integral's last update
 
-	ctrl    ring.Ring[ctrlRec]
+	ctrl    ring.Ring[ctrlRecord]
 	cqe     []verbs.Completion
 	repairs ring.Ring[Repair]
 	hdr     roce.Header
@@ -97,8 +120,8 @@ type responder struct {
 	bytesPlaced, dups, ecn, ctrlSent uint64
 }
 
-// slot is one bitmap entry.
-type slot struct {
+// rxSlot is one bitmap entry.
+type rxSlot struct {
 	flags      uint8
 	requests   uint16 // NAKs / FNACKs sent for this hole
 	imm        uint32 // WriteImm: its immediate
@@ -113,8 +136,8 @@ const (
 	slotArmed                   // its repair clock is running
 )
 
-// ctrlRec is a queued control packet.
-type ctrlRec struct {
+// ctrlRecord is a queued control packet.
+type ctrlRecord struct {
 	syndrome uint8  // AETH syndrome: ACK, NAK code, FNACK
 	flags    uint8  // OrderRE signals (BTH byte 8)
 	becn     bool   // ECN echo
@@ -124,14 +147,14 @@ type ctrlRec struct {
 }
 
 const (
-	syndromeACK = ib.SyndromeACK | ib.CreditsInvalid // 0x1F
-	// ctrlQueueMax bounds the ACKs waiting in the control queue. The QP
+	ackSyndrome = ib.SyndromeACK | ib.CreditsInvalid // 0x1F
+	// maxQueuedAcks bounds the ACKs waiting in the control queue. The QP
 	// drains it at every Send, on any plane, so it holds a few records in
 	// practice; past the bound an ACK is dropped and counted.
-	ctrlQueueMax = 1024
-	// repairsMax bounds the Repair records kept for pollRepairs; past it
+	maxQueuedAcks = 1024
+	// maxRepairRecords bounds the Repair records kept for pollRepairs; past it
 	// the oldest is dropped and counted.
-	repairsMax = 4096
+	maxRepairRecords = 4096
 )
 
 // Fatal responder errors (err): the QP goes to ERROR after the error NAK.
@@ -151,7 +174,7 @@ func (r *responder) init(cfg *Config, mem *verbs.Memory, stats *Stats) {
 		cfg:   cfg,
 		mem:   mem,
 		stats: stats,
-		slots: make([]slot, w),
+		slots: make([]rxSlot, w),
 		mask:  w - 1,
 		l:     uint64(cfg.BitmapEntries),
 		cqe:   make([]verbs.Completion, 0, 16),
@@ -171,7 +194,7 @@ func (r *responder) psnOf(seq uint64) uint32 { return (r.base + uint32(seq)) & i
 // cumAck is the cumulative acknowledgement, ePSN − 1's PSN.
 func (r *responder) cumAck() uint32 { return (r.base + uint32(r.ePSN) - 1) & ib.PSNMask }
 
-func (r *responder) slot(seq uint64) *slot { return &r.slots[seq&r.mask] }
+func (r *responder) slot(seq uint64) *rxSlot { return &r.slots[seq&r.mask] }
 
 // threshold is the degree beyond which a hole is lost: L_max = ob_max +
 // Delta for OrderRE, LossThreshold otherwise.
@@ -237,9 +260,9 @@ func (r *responder) receive(now int64, rx *verbs.Rx, p *roce.Packet) {
 	if seq+1 < r.hi {
 		lag = int(r.hi - 1 - seq)
 	}
-	repair := retx
+	repair := retx || r.gbnCovers(now, seq)
 	if s.flags&slotLost != 0 {
-		spurious := !retx && r.cfg.BaseRTT > 0 && now-s.detectedAt < r.cfg.BaseRTT
+		spurious := !repair && r.cfg.BaseRTT > 0 && now-s.detectedAt < r.cfg.BaseRTT
 		repair = !spurious
 		r.repaired(now, seq, s, spurious)
 	}
@@ -268,6 +291,12 @@ func (r *responder) receive(now int64, rx *verbs.Rx, p *roce.Packet) {
 	r.queueAck(flags, p.PSN, rx)
 	r.detect(now, rx.DstPath, rx.EV)
 	r.account()
+}
+
+// gbnCovers reports whether a fill of hole seq at now may be a go-back-N
+// resend: a NAK asked for it at least BaseRTT ago.
+func (r *responder) gbnCovers(now int64, seq uint64) bool {
+	return r.gbnAny && seq < r.gbnHi && now-r.gbnAt >= r.cfg.BaseRTT
 }
 
 // duplicate acknowledges a packet already received (still ACK-clocking).
@@ -316,19 +345,19 @@ func (r *responder) advanceEPSN() {
 		if s.flags&slotImm != 0 {
 			r.cqe = append(r.cqe, verbs.Completion{QPN: r.local.QPN, Op: verbs.OpRecvImm, Status: verbs.StatusOK, Bytes: uint64(s.immLen), Imm: s.imm})
 		}
-		*s = slot{}
+		*s = rxSlot{}
 		r.ePSN++
 	}
 }
 
 // repaired records a requested hole filled at now.
-func (r *responder) repaired(now int64, seq uint64, s *slot, spurious bool) {
+func (r *responder) repaired(now int64, seq uint64, s *rxSlot, spurious bool) {
 	s.flags &^= slotLost | slotArmed
 	r.stats.Repaired++
 	if spurious {
 		r.stats.SpuriousLosses++
 	}
-	if r.repairs.Len() == repairsMax {
+	if r.repairs.Len() == maxRepairRecords {
 		r.repairs.Pop()
 		r.stats.RepairsDropped++
 	}
@@ -359,7 +388,7 @@ func (r *responder) detect(now int64, path uint16, ev uint32) {
 			r.nakGoBackN(now, r.psnOf(r.scan), path, ev)
 		} else {
 			r.stats.FNACKsSent++
-			r.ctrl.Push(ctrlRec{syndrome: orderre.SyndromeFNACK, psn: r.psnOf(r.scan), msn: r.cumAck(), srcPath: path, ev: ev})
+			r.ctrl.Push(ctrlRecord{syndrome: orderre.SyndromeFNACK, psn: r.psnOf(r.scan), msn: r.cumAck(), srcPath: path, ev: ev})
 		}
 	}
 }
@@ -372,15 +401,19 @@ func (r *responder) nakGoBackN(now int64, msn uint32, path uint16, ev uint32) {
 		return
 	}
 	r.nakAny, r.nakSeq, r.nakAt = true, r.ePSN, now
+	if !r.gbnAny || r.ePSN >= r.gbnHi {
+		r.gbnAny, r.gbnAt = true, now // a new episode; else the earlier NAK's resends may still come
+	}
+	r.gbnHi = max(r.gbnHi, r.hi)
 	r.stats.NAKsSent++
-	r.ctrl.Push(ctrlRec{syndrome: ib.SyndromeNAK | ib.NakPSNSeqError, psn: r.psnOf(r.ePSN), msn: msn, srcPath: path, ev: ev})
+	r.ctrl.Push(ctrlRecord{syndrome: ib.SyndromeNAK | ib.NakPSNSeqError, psn: r.psnOf(r.ePSN), msn: msn, srcPath: path, ev: ev})
 }
 
 // errorNAK fails the responder: a NAK with code for the failing PSN, the
 // cumulative ack in its MSN (under out-of-order placement the failing PSN
 // does not acknowledge what precedes it).
 func (r *responder) errorNAK(code uint8, psn uint32, rx *verbs.Rx) {
-	r.ctrl.Push(ctrlRec{syndrome: ib.SyndromeNAK | code, psn: psn, msn: r.cumAck(), srcPath: rx.DstPath, ev: rx.EV})
+	r.ctrl.Push(ctrlRecord{syndrome: ib.SyndromeNAK | code, psn: psn, msn: r.cumAck(), srcPath: rx.DstPath, ev: rx.EV})
 	if code == roce.NakRemoteAccess {
 		r.fail = ErrRemoteAccess
 	} else {
@@ -390,11 +423,11 @@ func (r *responder) errorNAK(code uint8, psn uint32, rx *verbs.Rx) {
 
 // queueAck queues the ACK of the data packet psn that came in as rx.
 func (r *responder) queueAck(flags uint8, psn uint32, rx *verbs.Rx) {
-	if r.ctrl.Len() >= ctrlQueueMax {
+	if r.ctrl.Len() >= maxQueuedAcks {
 		r.stats.ControlDropped++
 		return
 	}
-	r.ctrl.Push(ctrlRec{syndrome: syndromeACK, flags: flags, becn: rx.CE, psn: r.cumAck(), msn: psn, srcPath: rx.DstPath, ev: rx.EV})
+	r.ctrl.Push(ctrlRecord{syndrome: ackSyndrome, flags: flags, becn: rx.CE, psn: r.cumAck(), msn: psn, srcPath: rx.DstPath, ev: rx.EV})
 }
 
 // account updates the occupancy after an input changed ePSN or rcv_oo_h.
@@ -517,7 +550,7 @@ func (r *responder) check() error {
 		return fmt.Errorf("peak %d, occupancy %d, L %d", r.stats.BitmapPeak, r.stats.BitmapOccupancy, l)
 	case r.stats.Repaired > r.stats.LossesDetected || r.stats.RetxFailures > r.stats.LossesDetected:
 		return fmt.Errorf("repaired %d / failures %d > losses %d", r.stats.Repaired, r.stats.RetxFailures, r.stats.LossesDetected)
-	case r.ctrl.Len() > ctrlQueueMax+int(r.l)+2 || r.repairs.Len() > repairsMax:
+	case r.ctrl.Len() > maxQueuedAcks+int(r.l)+2 || r.repairs.Len() > maxRepairRecords:
 		return fmt.Errorf("queues grew: control %d, repairs %d", r.ctrl.Len(), r.repairs.Len())
 	}
 	if r.hi > r.ePSN && r.slot(r.ePSN).flags&slotGot != 0 {

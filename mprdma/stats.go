@@ -28,7 +28,9 @@ type Stats struct {
 	// same clock only measures).
 	RetxFailures uint64
 	// SpuriousLosses counts holes judged lost whose original later arrived
-	// first (reordering mistaken for loss).
+	// first (reordering mistaken for loss), as the responder can tell
+	// (Config.BaseRTT; responder.go): a lower bound where go-back-N makes a
+	// fill ambiguous (MP-RDMA), exact where only selective repairs run.
 	SpuriousLosses uint64
 	// FastArrivals and SlowArrivals split data arrivals by the L_fast test
 	// (placed originals; repairs are not judged).
