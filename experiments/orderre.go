@@ -651,6 +651,12 @@ func orTables(res *Results, p orParams, cells []*orCell, bdp int, rtt time.Durat
 		fmt.Fprintf(&b, "spine %d %s", j, durText(time.Duration(float64(j)/3*p.skew*float64(rtt))))
 	}
 	b.WriteString(". ")
+	for _, c := range cells {
+		if c.mp {
+			fmt.Fprintf(&b, "Sender RTO of the mprdma kinds %s (a repair slower than it counts as a retransmission failure). ", durText(c.rto))
+			break
+		}
+	}
 	if spine >= 0 {
 		fmt.Fprintf(&b, "T12's lossy spine (the RoCE flow's ECMP path): %d. ", spine)
 	}
