@@ -41,7 +41,7 @@ func init() {
 			{Key: "deadline", Default: "100ms", Quick: "30ms", Full: "400ms", Doc: "virtual time a cell may run; a flow not done by then is measured as far as it got"},
 		},
 		Setup: orderreSetup,
-		Args:  Typed[orParams]{Read: readOrderRE, Run: runOrderRE, Payload: func(p orParams) uint64 { return 2 * p.bytes }},
+		Args:  Typed[orParams]{Read: readOrderRE, Run: runOrderRE, Payload: func(p orParams) uint64 { return p.bytes }},
 	})
 }
 
@@ -342,8 +342,11 @@ func orRun(env *Env, cfg config.Config, p orParams, rtt time.Duration, cell *orC
 	}
 	fill := func(b []byte) {
 		r := sim.NewFastRand(cfg.Seed, "orderre/payload")
-		for i := range b {
-			b[i] = byte(r.Uint64())
+		for i := 0; i < len(b); i += 8 {
+			v := r.Uint64()
+			for j := i; j < min(i+8, len(b)); j++ {
+				b[j], v = byte(v), v>>8
+			}
 		}
 	}
 	src, dst := c.Region(0, p.bytes, fill), c.Region(1, p.bytes, nil)
