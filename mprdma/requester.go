@@ -58,6 +58,10 @@ type requester struct {
 	rewound   bool
 	rewindSeq uint64
 	rewindAt  int64
+	rewindTx  uint32 // txs at the rewind
+	// txs counts data transmissions (mod 2^32): a record's tx orders its
+	// latest transmission against the rewind, even within one instant.
+	txs uint32
 
 	retries int // timeouts since the last progress (IB retry_cnt)
 	rto     rtoTimer
@@ -68,8 +72,9 @@ type requester struct {
 
 // pktRec is the requester's record of one outstanding packet.
 type pktRec struct {
-	sent  int64 // its latest transmission (the first: the RTT sample's start)
-	path  uint8 // the path of its latest transmission
+	sent  int64  // its latest transmission (the first: the RTT sample's start)
+	tx    uint32 // requester.txs at its latest transmission
+	path  uint8  // the path of its latest transmission
 	flags uint8
 }
 
@@ -299,7 +304,8 @@ func (r *requester) emit(now int64, seq uint64, path int, kind sendKind, buf []b
 			q.mp.SelectiveRetx++
 		}
 	}
-	p.sent, p.path = now, uint8(path)
+	p.sent, p.tx, p.path = now, r.txs, uint8(path)
+	r.txs++
 	if p.flags&pkFlying == 0 {
 		p.flags |= pkFlying
 		r.pipe++
@@ -384,11 +390,16 @@ func (r *requester) onNAK(now int64, p *roce.Packet) {
 	if seq >= r.max {
 		return
 	}
-	// The MSN field is the PSN whose arrival (or repair clock) caused the
-	// NAK: if it was last sent before the rewind to this same sequence,
-	// the rewind already answers it.
+	// A second NAK for the sequence just rewound to is stale when the
+	// packet that caused it (the MSN field: an arrival beyond the bitmap,
+	// a hole) was last sent before the rewind, or when it comes within
+	// RTO/2 of it: the responder NAKs one ePSN at most once per RTO, so
+	// that is a copy. A lost resend is NAKed again later, or times out.
 	if r.rewound && r.rewindSeq == seq {
-		if t, ok := r.seqOf(p.AETH.MSN); ok && r.rec(t).sent <= r.rewindAt {
+		if now-r.rewindAt < r.cfg.RTO/2 {
+			return
+		}
+		if t, ok := r.seqOf(p.AETH.MSN); ok && int32(r.rec(t).tx-r.rewindTx) < 0 {
 			return
 		}
 	}
@@ -407,7 +418,7 @@ func (r *requester) goBack(now int64, from uint64) {
 	}
 	r.retx.Clear()
 	r.nxt = from
-	r.rewound, r.rewindSeq, r.rewindAt = true, from, now
+	r.rewound, r.rewindSeq, r.rewindAt, r.rewindTx = true, from, now, r.txs
 	r.q.mp.GoBackNs++
 }
 
