@@ -13,10 +13,10 @@ package mprdma
 // is forgotten within two once the network stops producing it. O(1) per
 // arrival, no history kept.
 //
-// Samples exclude retransmissions (their lag measures the repair, not a
-// path) and the fills of holes already judged lost unless the fill was the
-// late original (a spurious loss: exactly the reordering the threshold
-// must learn).
+// Samples exclude repairs (their lag measures the repair, not a path: see
+// the responder's "Fast and slow") but keep the late original of a hole
+// judged lost (a spurious loss: exactly the reordering the threshold must
+// learn).
 type degree struct {
 	window int // arrivals per window
 	n      int // arrivals in the current window

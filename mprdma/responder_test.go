@@ -868,3 +868,24 @@ func respClosedLoop(t *testing.T, s Scheme, loss float64) {
 	t.Logf("done at %d µs, %d sender timeouts: losses %d spurious %d (truth %d) repaired %d failures %d NAKs %d FNACKs %d overflows %d peak %d mean occupancy %.1f",
 		now/1000, timeouts, st.LossesDetected, st.SpuriousLosses, truthSpurious, st.Repaired, st.RetxFailures, st.NAKsSent, st.FNACKsSent, st.BitmapOverflows, st.BitmapPeak, st.OccupancyNs/float64(now))
 }
+
+func TestResponderControlQueueBounded(t *testing.T) {
+	// Undrained, the queue keeps maxQueuedAcks ACKs and drops the rest
+	// (counted); a NAK still gets in.
+	cfg := respConfig(SchemeMPRDMA)
+	cfg.BitmapEntries = 16
+	h := newRespHarness(t, cfg, 0)
+	for i := 0; i < maxQueuedAcks+5; i++ {
+		h.recv(int64(i), respData{psn: uint32(i)})
+	}
+	h.recv(10_000, respData{psn: maxQueuedAcks + 100}) // beyond the bitmap
+	cs := h.drain(10_000)
+	if k := respKinds(cs); k["ACK"] != maxQueuedAcks || k["NAK"] != 1 || h.stats.ControlDropped != 5 {
+		t.Fatalf("%v, dropped %d", k, h.stats.ControlDropped)
+	}
+	var qs verbs.QPStats
+	h.r.fill(&qs)
+	if qs.ControlPacketsSent != maxQueuedAcks+1 {
+		t.Fatalf("sent %d", qs.ControlPacketsSent)
+	}
+}
