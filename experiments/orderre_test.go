@@ -256,3 +256,30 @@ func quickConfig(e *Experiment) config.Config {
 	cfg, _ := config.Load("", e.Cluster)
 	return cfg
 }
+
+// The bitmap sizes are multiples of the BDP the cluster gives the mprdma
+// QPs (their derived defaults use the same one).
+func TestOrderREBDP(t *testing.T) {
+	e, _ := Lookup("orderre")
+	env := quickEnv(t, e)
+	bdp, _, err := orBDP(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := override(env.Config, []string{"transport.kind=" + mprdma.KindOrderRE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.NewForWorkers(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.MPRDMAConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.BDPPackets != bdp || m.Paths != 4 {
+		t.Errorf("cluster BDP %d packets, %d paths; the experiment's BDP %d, want equal and 4 paths", m.BDPPackets, m.Paths, bdp)
+	}
+}
