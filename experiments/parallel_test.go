@@ -24,6 +24,7 @@ func TestParallelResultsIdentical(t *testing.T) {
 		{"alltoall", []string{"size=1M", "losses=0.01", "roceQPs=1", "payload=real"}},
 		{"permutation", nil},
 		{"p2p", nil},
+		{"orderre", orderreSmall},
 		{"failover", nil},
 		{"flapping", []string{"flapFor=2ms", "after=1ms"}},
 		{"collateral", []string{"each=16M"}},

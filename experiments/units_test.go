@@ -23,6 +23,7 @@ var unitsRuns = map[string][]string{
 	"dcqcn-tuning":   {"senders=3", "stagger=100us", "hold=200us", "settle=50us"},
 	"failover":       nil, // quick as is: under a second
 	"flapping":       {"size=4M", "flapAt=300us", "flapFor=500us", "settle=100us", "after=200us"},
+	"orderre":        orderreSmall,
 	"p2p":            {"writes=4K,32K", "stream=1M"},
 	"permutation":    {"trials=1", "bytes=1M"},
 }
