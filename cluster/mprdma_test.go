@@ -229,6 +229,17 @@ func TestMPRDMAIntegrityOnePercentLoss(t *testing.T) {
 					if rs.FNACKsSent == 0 || ms.FReTxSent == 0 {
 						t.Errorf("OrderRE under loss: %d FNACKs, %d FReTx; want both > 0", rs.FNACKsSent, ms.FReTxSent)
 					}
+					// fabric.torMulticast.mode auto turns the ToRs on for
+					// orderre: the FReTx packets were copied onto fast paths
+					// and the receiver's ToR dropped copies (the host links
+					// lose 1% too: the ToR sees at most the FReTx sent).
+					tc, on := c.Topo.TorMulticastCounters()
+					t.Logf("ToRs: %+v", tc)
+					if !on || tc.Created == 0 || tc.Registers == 0 || tc.FReTx > ms.FReTxSent || tc.FReTx < ms.FReTxSent*9/10 ||
+						tc.Copies <= tc.FReTx || tc.Duplicates == 0 {
+						t.Errorf("OrderRE's ToRs (on %v): %+v for %d FReTx sent; want groups, registrations, the FReTx seen, copies beyond them and duplicates dropped",
+							on, tc, ms.FReTxSent)
+					}
 				}
 				if kind != config.TransportMPRDMA && (rs.LossesDetected == 0 || rs.Repaired == 0) {
 					t.Errorf("%s: %d losses detected, %d repaired", kind, rs.LossesDetected, rs.Repaired)
