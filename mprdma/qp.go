@@ -1,8 +1,6 @@
 package mprdma
 
 import (
-	"errors"
-
 	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/ib/orderre"
 	"github.com/vcluster/vcluster/internal/rng"
@@ -14,8 +12,8 @@ var _ verbs.Transport = (*QP)(nil)
 
 // Connect errors.
 var (
-	ErrState = errors.New("mprdma: Connect on a QP that is not in RESET")
-	ErrQPN   = errors.New("mprdma: local attributes name another QPN")
+	ErrState = verbs.ErrConnectState
+	ErrQPN   = verbs.ErrConnectQPN
 )
 
 // QP is one multipath RC queue pair: a requester (requester.go, cc.go,
@@ -84,15 +82,10 @@ func (q *QP) State() verbs.QPState { return q.state }
 
 // Connect implements verbs.Transport.
 func (q *QP) Connect(local, remote verbs.QPAttrs) error {
-	if q.state != verbs.QPReset {
-		return ErrState
+	local, remote, err := verbs.ConnectAttrs(q.state, q.qpn, local, remote)
+	if err != nil {
+		return err
 	}
-	if local.QPN&ib.PSNMask != q.qpn {
-		return ErrQPN
-	}
-	local.InitialPSN &= ib.PSNMask
-	remote.InitialPSN &= ib.PSNMask
-	remote.QPN &= ib.PSNMask
 	q.local, q.peer = local, remote
 	q.resp.connect(local, remote)
 	q.state = verbs.QPReady

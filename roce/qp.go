@@ -1,8 +1,6 @@
 package roce
 
 import (
-	"errors"
-
 	"github.com/vcluster/vcluster/ib"
 	"github.com/vcluster/vcluster/internal/ring"
 	"github.com/vcluster/vcluster/internal/rng"
@@ -13,8 +11,8 @@ var _ verbs.Transport = (*QP)(nil)
 
 // Connect errors.
 var (
-	ErrState = errors.New("roce: Connect on a QP that is not in RESET")
-	ErrQPN   = errors.New("roce: local attributes name another QPN")
+	ErrState = verbs.ErrConnectState
+	ErrQPN   = verbs.ErrConnectQPN
 )
 
 // QP is one RoCEv2 RC queue pair: requester and responder, as a pure state
@@ -145,15 +143,10 @@ func (q *QP) State() verbs.QPState { return q.state }
 
 // Connect implements verbs.Transport.
 func (q *QP) Connect(local, remote verbs.QPAttrs) error {
-	if q.state != verbs.QPReset {
-		return ErrState
+	local, remote, err := verbs.ConnectAttrs(q.state, q.qpn, local, remote)
+	if err != nil {
+		return err
 	}
-	if local.QPN&ib.PSNMask != q.qpn {
-		return ErrQPN
-	}
-	local.InitialPSN &= ib.PSNMask
-	remote.InitialPSN &= ib.PSNMask
-	remote.QPN &= ib.PSNMask
 	q.local, q.peer = local, remote
 	q.state = verbs.QPReady
 	return nil
