@@ -329,20 +329,17 @@ func (s *Switch) isLocal(a []byte) bool {
 }
 
 // dataKey is a data packet's group: (src, dst, sport), paths cleared.
-func dataKey(d []byte) torKey {
-	var k torKey
-	copy(k.sender[:], d[offIPv6Src:offIPv6Src+16])
-	copy(k.receiver[:], d[offIPv6Dst:offIPv6Dst+16])
-	k.sender[8], k.sender[9], k.receiver[8], k.receiver[9] = 0, 0, 0, 0
-	k.sport = binary.BigEndian.Uint16(d[offUDPSport:])
-	return k
-}
+func dataKey(d []byte) torKey { return connKey(d, offIPv6Src, offIPv6Dst) }
 
 // ackKey is an ACK's group: its mirror image (dst, src, sport).
-func ackKey(d []byte) torKey {
+func ackKey(d []byte) torKey { return connKey(d, offIPv6Dst, offIPv6Src) }
+
+// connKey is the group of the connection whose sender's address sits at
+// offset sender of frame d and receiver's at receiver.
+func connKey(d []byte, sender, receiver int) torKey {
 	var k torKey
-	copy(k.sender[:], d[offIPv6Dst:offIPv6Dst+16])
-	copy(k.receiver[:], d[offIPv6Src:offIPv6Src+16])
+	copy(k.sender[:], d[sender:sender+16])
+	copy(k.receiver[:], d[receiver:receiver+16])
 	k.sender[8], k.sender[9], k.receiver[8], k.receiver[9] = 0, 0, 0, 0
 	k.sport = binary.BigEndian.Uint16(d[offUDPSport:])
 	return k
