@@ -18,23 +18,23 @@ import (
 // probability loss (both directions), or everything on a cut path after
 // cutAt. It drives the QPs the way the NIC's engine does.
 type pathWire struct {
-	t      testing.TB
-	q      [2]*QP
-	mem    [2]*verbs.Memory
-	mr     [2]*verbs.MR
-	now    int64
-	delay  []int64 // per path, one way
-	loss   float64
-	cut    int // path cut at cutAt (−1: none)
-	cutAt  int64
-	rnd    rng.Fast
-	psPer  int64 // ps per byte on the wire
-	busy   [2]int64
-	queue  []wirePkt
-	order  uint64
-	comps  [2][]verbs.Completion
-	buf    []byte
-	lost   int
+	t     testing.TB
+	q     [2]*QP
+	mem   [2]*verbs.Memory
+	mr    [2]*verbs.MR
+	now   int64
+	delay []int64 // per path, one way
+	loss  float64
+	cut   int // path cut at cutAt (−1: none)
+	cutAt int64
+	rnd   rng.Fast
+	psPer int64 // ps per byte on the wire
+	busy  [2]int64
+	queue []wirePkt
+	order uint64
+	comps [2][]verbs.Completion
+	buf   []byte
+	lost  int
 }
 
 type wirePkt struct {
@@ -54,7 +54,9 @@ func newPathWire(t testing.TB, cfg Config, size int, delay []int64) *pathWire {
 	for i := range w.mr[0].Buf {
 		w.mr[0].Buf[i] = byte(i*131 + i>>9)
 	}
-	at := func(i int) verbs.QPAttrs { return verbs.QPAttrs{Host: i, QPN: uint32(0x100 + i), InitialPSN: uint32(0xFFFF00 + 0x40*i)} }
+	at := func(i int) verbs.QPAttrs {
+		return verbs.QPAttrs{Host: i, QPN: uint32(0x100 + i), InitialPSN: uint32(0xFFFF00 + 0x40*i)}
+	}
 	for i := range 2 {
 		if err := w.q[i].Connect(at(i), at(1-i)); err != nil {
 			t.Fatal(err)
