@@ -132,6 +132,20 @@ func (r *requester) seqOf(psn uint32) (uint64, bool) {
 	return r.una + uint64(d), true
 }
 
+// recent maps a PSN to a sequence sent whose record is still its own:
+// [max − len(recs), max), acknowledged or not.
+func (r *requester) recent(psn uint32) (uint64, bool) {
+	d := ib.PSNDiff(psn, r.psnOf(r.una))
+	if d >= 0 {
+		return r.seqOf(psn)
+	}
+	back := uint64(-d)
+	if back > r.una || r.una-back+uint64(len(r.recs)) <= r.max {
+		return 0, false
+	}
+	return r.una - back, true
+}
+
 // cumOf maps a cumulative ack (the PSN of ePSN − 1) to the sequence it
 // acknowledges up to, in [una, max].
 func (r *requester) cumOf(psn uint32) (uint64, bool) {
@@ -359,13 +373,16 @@ func (r *requester) receive(now int64, rx *verbs.Rx, p *roce.Packet, fnack bool)
 // source path the path the data came on.
 func (r *requester) onAck(now int64, rx *verbs.Rx, p *roce.Packet) {
 	lagging := false
-	if s, ok := r.seqOf(p.AETH.MSN); ok {
+	if s, ok := r.recent(p.AETH.MSN); ok {
 		rec := r.rec(s)
-		if rec.flags&pkFlying != 0 {
+		if s >= r.una && rec.flags&pkFlying != 0 {
 			rec.flags &^= pkFlying
 			r.pipe--
 		}
 		if rec.flags&pkSacked == 0 {
+			// A packet below una was acknowledged cumulatively by ACKs
+			// that overtook its own over faster paths: its ACK still
+			// measures its path.
 			rec.flags |= pkSacked
 			if rec.flags&pkResent == 0 {
 				r.rttSample(now - rec.sent)
@@ -496,7 +513,8 @@ func (r *requester) ackTo(now int64, cum uint64) bool {
 		return false
 	}
 	for s := r.una; s < cum; s++ {
-		if r.rec(s).flags&pkFlying != 0 {
+		if p := r.rec(s); p.flags&pkFlying != 0 {
+			p.flags &^= pkFlying
 			r.pipe--
 		}
 	}
