@@ -217,9 +217,9 @@ func TestOrderREReport(t *testing.T) {
 // when this build registers the mprdma kinds: without them every check
 // is not testable, and a listed one would fail TestQuickRunsPass.
 var orderreKnownDiffers = map[string]string{
-	"1% loss: > 90% fewer retransmission":       "T13, too few retransmission failures of Random at quick size to resolve 90% (and OrderRE has more)",
-	"1% loss: ~2× Random's goodput":             "T13, OrderRE ~1.2× Random at the smallest sustaining bitmap: Random's single retransmissions rarely fail on one flow",
-	"0.5% loss on one spine: MP-RDMA's goodput": "T12, ~1.5×: single-path RoCE loses little at 0.5% on a 5 µs RTT",
+	"1% loss: > 90% fewer retransmission":       "T13, too few retransmission failures of Random at quick size to resolve 90%",
+	"1% loss: ~2× Random's goodput":             "T13, OrderRE ~1.4× Random at the smallest sustaining bitmap: Random's single retransmissions rarely fail on one flow",
+	"0.5% loss on one spine: MP-RDMA's goodput": "T12, ~1.8×: single-path RoCE loses little at 0.5% on a 5 µs RTT",
 	"2% loss on one spine: MP-RDMA's goodput":   "T12, ~5.5×: go-back-N collapses faster than published",
 	"5% loss on one spine: MP-RDMA's goodput":   "T12, ~20×: RoCE GBN waits for timeouts",
 	"10% loss on one spine: MP-RDMA's goodput":  "T12, ~85×: RoCE GBN barely moves",
