@@ -298,7 +298,7 @@ func (p *Pair) arrive() {
 	to := p.end(f.to)
 	p.Wire[1-f.to].Delivered++
 	p.rx = verbs.Rx{Data: f.data, WireLen: f.wireLen, SrcHost: 1 - f.to, Plane: int(f.tx.EV & 0xf),
-		EV: f.tx.EV, Trimmed: f.trimmed}
+		EV: f.tx.EV, Trimmed: f.trimmed, DstPath: f.tx.DstPath, SrcPath: f.tx.SrcPath}
 	to.Q.Receive(p.Now, &p.rx)
 	p.rx.Data = nil
 	p.pump(to)
