@@ -22,6 +22,8 @@ func FuzzParseHostAddr(f *testing.F) {
 		f.Add(a[:])
 	}
 	f.Add([]byte{0xfd, 0x00})
+	pa := HostPathAddr(1, 0, 2, 0)
+	f.Add(pa[:])
 	f.Fuzz(func(t *testing.T, a []byte) {
 		plane, subnet, index, ok := ParseHostAddr(a)
 		if !ok {
@@ -33,11 +35,21 @@ func FuzzParseHostAddr(f *testing.F) {
 		if plane < 0 || subnet < 0 || index < 0 {
 			t.Fatalf("ParseHostAddr(%x) = %d, %d, %d", a, plane, subnet, index)
 		}
-		if back := HostAddr(plane, subnet, index); !bytes.Equal(back[:], a[:16]) {
-			t.Fatalf("ParseHostAddr(%x) = plane %d subnet %d index %d, which HostAddr builds as %x", a, plane, subnet, index, back)
+		// A path address (bytes 8..9 not zero) names the same host.
+		back := HostAddr(plane, subnet, index)
+		path, isPath := AddrPath(a)
+		if isPath {
+			back = HostPathAddr(plane, subnet, index, path)
+		}
+		if !bytes.Equal(back[:], a[:16]) {
+			t.Fatalf("ParseHostAddr(%x) = plane %d subnet %d index %d path %d/%v, which builds as %x", a, plane, subnet, index, path, isPath, back)
 		}
 		if h, p, ok := topo.HostOf(a); ok {
-			if back := topo.HostAddr(h, p); !bytes.Equal(back[:], a[:16]) || h >= topo.Hosts || p >= topo.Planes {
+			back := topo.HostAddr(h, p)
+			if isPath {
+				back = topo.HostPathAddr(h, p, path)
+			}
+			if !bytes.Equal(back[:], a[:16]) || h >= topo.Hosts || p >= topo.Planes {
 				t.Fatalf("HostOf(%x) = host %d plane %d, whose address is %x", a, h, p, back)
 			}
 		}
