@@ -483,12 +483,10 @@ func (t *TorMulticastConfig) validate(v *validator) {
 // of the config once they are on: the copies are routed by path address,
 // which uSID forwarding ignores (docs/addressing.md).
 func (c *Config) validateTorMulticast(v *validator) {
-	if c.TorMulticastEnabled() && c.Fabric.Forwarding == ForwardingUSID {
-		why := "on"
-		if c.Fabric.TorMulticast.Mode == TorMulticastAuto {
-			why = "auto (on: transport.kind is " + TorMulticastAutoKind + ")"
-		}
-		v.add("fabric.torMulticast.mode", why+" needs fabric.forwarding ecmp or static (the ToR routes FReTx copies by path address, which usid forwarding ignores); set fabric.forwarding or mode off", c.Fabric.TorMulticast.Mode)
+	// auto is on only for orderre, whose own rule already names
+	// fabric.forwarding under usid: one error for one mistake.
+	if c.TorMulticastEnabled() && c.Fabric.Forwarding == ForwardingUSID && c.Fabric.TorMulticast.Mode == TorMulticastOn {
+		v.add("fabric.torMulticast.mode", "on needs fabric.forwarding ecmp or static (the ToR routes FReTx copies by path address, which usid forwarding ignores); set fabric.forwarding or mode off", c.Fabric.TorMulticast.Mode)
 	}
 }
 

@@ -160,7 +160,7 @@ func orFractions(r *paramReader, key string, lo, hi float64) []float64 {
 func orFloat(r *paramReader, key string, lo, hi float64) float64 {
 	v, err := strconv.ParseFloat(r.p[key], 64)
 	if err != nil || math.IsNaN(v) || v < lo || v > hi {
-		r.bad(key, "%q is not a number in [%g, %g]", r.p[key], lo, hi)
+		r.bad(key, "%q must be a number in [%g, %g]", r.p[key], lo, hi)
 	}
 	return v
 }
