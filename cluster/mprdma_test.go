@@ -369,20 +369,9 @@ func TestMPRDMAGoodputTable(t *testing.T) {
 			if p > 0 {
 				lossOnEveryLink(c, p)
 			}
-			ps, err := c.Connect(0, 15)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := c.StartTransfer(ps[0], c.Region(0, 64<<20, nil), c.Region(15, 64<<20, nil), 64<<20, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Loop.RunWhile(func() bool { return !tr.Done() })
-			if len(tr.Errors) > 0 {
-				t.Fatalf("%s at %g: %+v", kind, p, tr.Errors[0])
-			}
-			q := ps[0].A.T.(*mprdma.QP)
-			ms, rs := q.MPStats(), ps[0].B.T.(*mprdma.QP).MPStats()
+			tr, pair := lossyTransfer64(t, c)
+			q := pair.A.T.(*mprdma.QP)
+			ms, rs := q.MPStats(), pair.B.T.(*mprdma.QP).MPStats()
 			g = append(g, tr.GoodputBps()/100e9)
 			row = append(row, fmt.Sprintf("%.1f%%", 100*tr.GoodputBps()/100e9))
 			t.Logf("%s at %g: %s, go-back-N %d, selective %d, FReTx %d, NAKs %d, FNACKs %d, overflows %d, failures %d, timeouts %d",
