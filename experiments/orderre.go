@@ -123,7 +123,7 @@ func readOrderRE(env *Env) (orParams, error) {
 	r := newParamReader(env)
 	p := orParams{bytes: r.size("bytes"), losses: r.losses("losses"), t12Losses: r.losses("t12Losses")}
 	p.bitmaps = orFractions(r, "bitmaps", 0.25, 8)
-	p.skew = orFloat(r, "skew", 0, 2)
+	p.skew = r.number("skew", 0, 2)
 	p.sample = r.duration("sample", false)
 	p.deadline = r.duration("deadline", false)
 	for _, l := range append(slices.Clone(p.losses), p.t12Losses...) {
@@ -157,13 +157,6 @@ func orFractions(r *paramReader, key string, lo, hi float64) []float64 {
 	return out
 }
 
-func orFloat(r *paramReader, key string, lo, hi float64) float64 {
-	v, err := strconv.ParseFloat(r.p[key], 64)
-	if err != nil || math.IsNaN(v) || v < lo || v > hi {
-		r.bad(key, "%q must be a number in [%g, %g]", r.p[key], lo, hi)
-	}
-	return v
-}
 
 // Scheme names as the report shows them.
 const (

@@ -124,6 +124,15 @@ func (r *paramReader) integer(key string, lo, hi int, why string) int {
 	return v
 }
 
+// number is key's value as a real number in [lo, hi].
+func (r *paramReader) number(key string, lo, hi float64) float64 {
+	v, err := strconv.ParseFloat(r.p[key], 64)
+	if err != nil || math.IsNaN(v) || v < lo || v > hi {
+		r.bad(key, "%q must be a number in [%g, %g]", r.p[key], lo, hi)
+	}
+	return v
+}
+
 // integers reads a comma-separated list of integers in [lo, hi].
 func (r *paramReader) integers(key string, lo, hi int) []int {
 	var out []int
