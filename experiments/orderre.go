@@ -157,7 +157,6 @@ func orFractions(r *paramReader, key string, lo, hi float64) []float64 {
 	return out
 }
 
-
 // Scheme names as the report shows them.
 const (
 	orMPRDMA  = "MP-RDMA"
