@@ -13,7 +13,7 @@ func TestForwardingRegistry(t *testing.T) {
 	want := []struct {
 		m    ForwardingMode
 		name string
-	}{{ForwardECMP, ForwardECMPName}, {ForwardUSID, ForwardUSIDName}, {ForwardStatic, ForwardStaticName}}
+	}{{ForwardECMP, ForwardECMPName}, {ForwardUSID, ForwardUSIDName}, {ForwardStatic, ForwardStaticName}, {ForwardPathQuality, ForwardPathQualityName}}
 	if got := ForwardingModes(); len(got) != len(want) {
 		t.Fatalf("registered modes %v, want %d", got, len(want))
 	}
@@ -25,7 +25,7 @@ func TestForwardingRegistry(t *testing.T) {
 			t.Errorf("ParseForwardingMode(%q) = %v, %v", w.name, m, ok)
 		}
 	}
-	if _, ok := ParseForwardingMode("pathquality"); ok {
+	if _, ok := ParseForwardingMode("wcmp"); ok {
 		t.Error("an unregistered word parsed")
 	}
 	bad := ForwardingMode(maxModes - 1)

@@ -63,6 +63,8 @@ type Switch struct {
 	holeRNG  sim.FastRand
 
 	torm *torMulticast // set with tor
+	pw   *pathWeights  // pathquality's weighted tables (forward_pathquality.go); nil: unweighted
+	hdc  *HDCCollector // high-delay capture (hdc.go); nil: off
 }
 
 // Mode returns the switch's forwarding mode.
