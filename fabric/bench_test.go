@@ -69,3 +69,39 @@ func TestPacketHopZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// benchNextHop times the forwarding decision alone at T0 0 (the switch
+// with a 4-way group toward the destination): 64 flows, the next-hop
+// function only, no queues or events.
+func benchNextHop(b *testing.B, mode ForwardingMode) {
+	hb, err := NewHopBench(mode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := hb.Topo.Switch("p0.t0.0")
+	var ps [64]*Packet
+	for i := range ps {
+		ps[i] = flowFrame(hb.Topo, 0, 2, i)
+	}
+	cpu, unlock := threadCPU()
+	defer unlock()
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := cpu()
+	var sum int32
+	for i := 0; i < b.N; i++ {
+		sum += s.next(s, ps[i&63])
+	}
+	c1 := cpu()
+	b.StopTimer()
+	b.ReportMetric(float64(c1-c0)/float64(b.N), "cpu-ns/op")
+	if sum < 0 {
+		b.Fatal("no route")
+	}
+	for _, p := range ps {
+		p.Release()
+	}
+}
+
+func BenchmarkNextHopECMP(b *testing.B)        { benchNextHop(b, ForwardECMP) }
+func BenchmarkNextHopPathQuality(b *testing.B) { benchNextHop(b, ForwardPathQuality) }
