@@ -8,12 +8,26 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// sink stands in for a NIC: it takes every frame and counts its bytes.
-type sink struct{ frames, bytes uint64 }
+// sink stands in for a NIC: it takes every frame and counts its bytes
+// (and, with log set, when each arrived).
+type sink struct {
+	loop          *sim.Loop
+	frames, bytes uint64
+	log           bool
+	arrivals      []arrival
+}
+
+type arrival struct {
+	at    sim.Time
+	bytes int
+}
 
 func (s *sink) Ingress(p *fabric.Packet, _ *fabric.Port) {
 	s.frames++
 	s.bytes += uint64(p.WireLen)
+	if s.log {
+		s.arrivals = append(s.arrivals, arrival{s.loop.Now(), p.WireLen})
+	}
 	p.Release()
 }
 
@@ -35,7 +49,7 @@ func newRig(t testing.TB, hostsPerT0, t0, t1 int) *rig {
 	}
 	r := &rig{loop: loop, topo: topo}
 	for h := range topo.HostPorts {
-		s := &sink{}
+		s := &sink{loop: loop}
 		r.sinks = append(r.sinks, s)
 		topo.HostPorts[h][0].Owner = s
 	}

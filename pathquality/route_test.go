@@ -163,6 +163,19 @@ func TestDeterministicOutputs(t *testing.T) {
 	if len(a.samples) == 0 || len(a.adverts) == 0 {
 		t.Fatal("empty outputs")
 	}
+	var h [2][2]bytes.Buffer
+	for i := range h {
+		x := runIncast(t, scaled)
+		if err := x.cp.WriteHDCJSONL(&h[i][0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.cp.WriteHDCPcap(&h[i][1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h[0][0].Len() == 0 || !bytes.Equal(h[0][0].Bytes(), h[1][0].Bytes()) || !bytes.Equal(h[0][1].Bytes(), h[1][1].Bytes()) {
+		t.Fatal("two identical runs wrote different (or empty) HDC outputs")
+	}
 }
 
 // TestMeasureOnlyKeepsECMP: without Apply the same degradation moves no
