@@ -38,7 +38,7 @@ func runIncast(t testing.TB, cfg Config) *incast {
 			r.startCBR(h, 2, uint16(200+h), incastPayload, 30e9, b+sim.Time(h)*53, b+100*us)
 		}
 	}
-	r.loop.RunUntil(x.end + 5*us) // the last period's frames reach the sink
+	r.runUntil(x.end + 5*us) // the last period's frames reach the sink
 	cp.Stop()
 	return x
 }
