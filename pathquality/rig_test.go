@@ -44,7 +44,9 @@ type rig struct {
 	hostPool []*fabric.Pool
 }
 
-func newRig(t testing.TB, hostsPerT0, t0, t1 int) *rig { return newRigParts(t, hostsPerT0, t0, t1, 0, 0) }
+func newRig(t testing.TB, hostsPerT0, t0, t1 int) *rig {
+	return newRigParts(t, hostsPerT0, t0, t1, 0, 0)
+}
 
 func newRigParts(t testing.TB, hostsPerT0, t0, t1, parts, workers int) *rig {
 	t.Helper()

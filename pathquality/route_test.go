@@ -61,7 +61,9 @@ type degradeRun struct {
 	updatesSent map[sim.Time]uint64
 }
 
-func runDegrade(t testing.TB, cfg Config) *degradeRun { return runDegradeOn(t, newRig(t, 2, 2, 2), cfg, 25e9) }
+func runDegrade(t testing.TB, cfg Config) *degradeRun {
+	return runDegradeOn(t, newRig(t, 2, 2, 2), cfg, 25e9)
+}
 
 // runDegradeOn runs the degradation on r (its link at low during the
 // degraded millisecond).
