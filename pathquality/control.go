@@ -21,6 +21,7 @@ type ControlPlane struct {
 
 	stats      Stats
 	adverts    []advert
+	sent       []sentUpdate
 	ticks      []sim.Time // the sample times (every port's series has one sample each)
 	nextSample sim.Time
 	nextAdvert sim.Time
@@ -337,6 +338,7 @@ func (cp *ControlPlane) advertise(sc *switchCP, now sim.Time, initial bool) {
 		msg := EncodeUpdate(cp.update(sc, d, pb))
 		for _, i := range nbrs {
 			out = append(out, delivery{to: sc.ports[i].peer, port: sc.ports[i].peerAt, msg: msg})
+			cp.sent = append(cp.sent, sentUpdate{at: now, from: sc, port: int32(i), msg: msg})
 			cp.stats.UpdatesSent++
 			cp.stats.UpdateBytes += uint64(len(msg))
 		}

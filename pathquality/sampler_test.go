@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/fabric/pcap"
+	"github.com/vcluster/vcluster/internal/tshark"
 	"github.com/vcluster/vcluster/sim"
 )
 
@@ -215,6 +219,27 @@ func TestHDCOutputs(t *testing.T) {
 		r := col.Records[i]
 		if len(pr.Data) != min(fabric.HDCSnapLen, r.SnapLen) || pr.OrigLen != r.OrigLen || !bytes.Equal(pr.Data, r.Excerpt[:r.SnapLen]) {
 			t.Fatalf("pcap record %d: %d bytes of %d, record keeps %d of %d", i, len(pr.Data), pr.OrigLen, r.SnapLen, r.OrigLen)
+		}
+	}
+	if _, ok := tshark.Path(); !ok {
+		t.Log(tshark.SkipMessage)
+		return
+	}
+	file := filepath.Join(t.TempDir(), HDCPcapFile)
+	pb.Reset()
+	if err := x.cp.WriteHDCPcap(&pb); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, pb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows := tshark.FieldsArgs(t, file, tshark.IgnoreIPv6ZeroChecksum, "", "udp.dstport", "ipv6.dst", "frame.len", "frame.cap_len")
+	if len(rows) != len(col.Records) {
+		t.Fatalf("tshark reads %d frames of %d", len(rows), len(col.Records))
+	}
+	for i, r := range rows {
+		if r[0] != "4791" || r[1] != "fd00::3" || r[2] != strconv.Itoa(col.Records[i].OrigLen) || r[3] != strconv.Itoa(col.Records[i].SnapLen) {
+			t.Fatalf("frame %d: tshark reads %v", i, r)
 		}
 	}
 }
