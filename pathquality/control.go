@@ -66,12 +66,12 @@ type portCP struct {
 	series []sample // the TSDB: one per tick
 }
 
-// sample is one sampler period of one port.
+// sample is one sampler period of one port as the series keeps it
+// (32 bytes: float32 holds more digits than the CSV writes).
 type sample struct {
-	util, meanQ, score, quality float64
-	watermark                   int
+	util, meanQ, score, quality float32
+	watermark, hdc              uint32
 	delay                       time.Duration
-	hdc                         uint64
 }
 
 // advert is one advertisement decision.
@@ -235,40 +235,41 @@ func (cp *ControlPlane) sample(now sim.Time) {
 			s := cp.measure(pc, snap, hd)
 			pc.series = append(pc.series, s)
 			pc.prev = snap
-			pc.scoreSum += s.score
+			pc.scoreSum += pc.last.Score
 			pc.scoreN++
 			cp.stats.Samples++
 		}
 	}
 }
 
-// measure differences snap against the port's previous reading and
-// scores the period.
+// measure differences snap against the port's previous reading, scores
+// the period into pc.last and returns its point of the series.
 func (cp *ControlPlane) measure(pc *portCP, snap fabric.PortSnapshot, hd fabric.HDCPortDelay) sample {
 	prev := pc.prev
-	var s sample
+	var util, meanQ float64
+	var delay time.Duration
+	var wm int
 	dt := float64(snap.At - prev.At)
 	if dt > 0 && snap.RateBps > 0 {
-		s.util = min(1, max(0, float64(snap.TxBytes-prev.TxBytes)*8/(dt/1e9*float64(snap.RateBps))))
+		util = min(1, max(0, float64(snap.TxBytes-prev.TxBytes)*8/(dt/1e9*float64(snap.RateBps))))
 	}
 	var occ uint64
 	for c := range snap.OccupancyByteNanos {
 		occ += snap.OccupancyByteNanos[c] - prev.OccupancyByteNanos[c]
-		s.watermark = max(s.watermark, snap.Watermark[c])
+		wm = max(wm, snap.Watermark[c])
 	}
 	if dt > 0 {
-		s.meanQ = float64(occ) / dt
+		meanQ = float64(occ) / dt
 	}
 	if tx := snap.TxPackets - prev.TxPackets; tx > 0 {
-		s.delay = hd.SumLatency / time.Duration(tx)
+		delay = hd.SumLatency / time.Duration(tx)
 	}
-	s.hdc = hd.Records
-	s.score = cp.score(pc.p, s.util, s.meanQ, s.delay)
+	score := cp.score(pc.p, util, meanQ, delay)
 	c := capacityGbps(pc.p)
-	s.quality = c * s.score
-	pc.last.CapacityGbps, pc.last.Utilization, pc.last.MeanQueueBytes = c, s.util, s.meanQ
-	pc.last.MeanDelay, pc.last.Score, pc.last.QualityGbps = s.delay, s.score, s.quality
-	return s
+	pc.last.CapacityGbps, pc.last.Utilization, pc.last.MeanQueueBytes = c, util, meanQ
+	pc.last.MeanDelay, pc.last.Score, pc.last.QualityGbps = delay, score, c*score
+	return sample{util: float32(util), meanQ: float32(meanQ), score: float32(score), quality: float32(c * score),
+		watermark: uint32(min(wm, math.MaxUint32)), hdc: uint32(min(hd.Records, math.MaxUint32)), delay: delay}
 }
 
 // score is the documented formula: the weighted mean of the available
