@@ -108,6 +108,7 @@ func TestPartitionedPathQuality(t *testing.T) {
 	if st.Samples == 0 || st.UpdatesSent == 0 || st.HDCRecords == 0 {
 		t.Fatalf("the run does not exercise the control plane: %+v", st)
 	}
+	t.Logf("single loop: %+v, %d bytes of samples, %d of adverts, %d of HDC records", st, len(ref.samples), len(ref.adverts), len(ref.hdc))
 	builds := map[string]func() (*Cluster, error){
 		"parts 2 workers 2": func() (*Cluster, error) { return NewPartitioned(cfg, 2, 2) },
 		"classic loop":      func() (*Cluster, error) { return NewForWorkers(cfg, 0) },

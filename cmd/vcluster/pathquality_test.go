@@ -27,29 +27,20 @@ var pqSets = []string{"fabric.preset=D", "fabric.hosts=16", "fabric.forwarding=p
 	"transport.payload=elided", "host.netstack=false",
 	"fabric.pathQuality.samplePeriod=5us", "fabric.pathQuality.advertisePeriod=10us", "fabric.pathQuality.hdc.rdmaThreshold=1us"}
 
-// pqTransfers runs an incast onto host 0 (hosts 4, 8, 12: every T0 but
-// its own) on c until it is done, then 20 µs on.
+// pqTransfers starts an incast onto host 0 from hosts of every other T0
+// on c and runs it for 40 µs, mid-transfer.
 func pqTransfers(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	var trs []*cluster.Transfer
 	for _, src := range []int{4, 8, 12, 5} {
-		tr, _ := clustertest.Transfer(t, c, src, 0, 1<<20, 256<<10)
-		trs = append(trs, tr)
+		clustertest.Transfer(t, c, src, 0, 1<<20, 256<<10)
 	}
-	c.Loop.RunWhile(func() bool {
-		for _, tr := range trs {
-			if !tr.Done() {
-				return true
-			}
-		}
-		return false
-	})
-	c.Loop.RunUntil(c.Loop.Now() + 20*sim.Microsecond)
+	c.Loop.RunUntil(40 * sim.Microsecond)
 }
 
 // /metrics serves the control plane's per-link and per-route gauges, its
 // totals and each switch's HDC records, equal to what the control plane
-// reports, with the experiment and point labels, and passing promlint.
+// reports mid-run, with the experiment and point labels, and passing
+// promlint.
 func TestMetricsPathQuality(t *testing.T) {
 	m, o := testEndpoint(t)
 	o.Begin("pq")
@@ -129,7 +120,10 @@ func TestRunPathQualityFiles(t *testing.T) {
 	dir := t.TempDir()
 	code, _, errOut := runCLI(t, "run", "--quick", "--out", dir, "--progress", "none", "--seeds", "1",
 		"--set", "exp.size=1M", "--set", "exp.losses=0", "--set", "exp.roceQPs=1",
-		"--set", "fabric.forwarding=pathquality", "--set", "fabric.pathQuality.samplePeriod=20us", "--set", "fabric.pathQuality.advertisePeriod=50us")
+		// Mode on: the experiment's rows set their own forwarding (usid
+		// for MRC, ecmp for RoCE), under which auto would be off.
+		"--set", "fabric.pathQuality.mode=on", "--set", "fabric.pathQuality.samplePeriod=20us", "--set", "fabric.pathQuality.advertisePeriod=50us",
+		"--set", "fabric.pathQuality.hdc.rdmaThreshold=100ns", "--set", "fabric.pathQuality.hdc.otherThreshold=100ns")
 	if code != 0 {
 		t.Fatalf("run exited %d: %s", code, errOut)
 	}
@@ -148,8 +142,8 @@ func TestRunPathQualityFiles(t *testing.T) {
 	}
 	for _, f := range []string{pqSamplesFile, pqAdvertsFile} {
 		rows := readCSV(t, filepath.Join(dir, f))
-		if len(rows) < 2 || !slices.Equal(rows[0][:3], []string{"point", "label", "cluster"}) {
-			t.Fatalf("%s: %d rows, header %v", f, len(rows), rows[0])
+		if len(rows) < 2 || len(rows[0]) < 4 || !slices.Equal(rows[0][:3], []string{"point", "label", "cluster"}) {
+			t.Fatalf("%s: %d rows, want a point,label,cluster,… header and rows", f, len(rows))
 		}
 		points := map[string]bool{}
 		for _, r := range rows[1:] {
@@ -194,7 +188,7 @@ func TestRunPathQualityFiles(t *testing.T) {
 		}
 		off += 16 + int(binary.LittleEndian.Uint32(pc[off+8:]))
 	}
-	if want := bytes.Count(jl, []byte("\n")); n != want {
+	if want := bytes.Count(jl, []byte("\n")); n != want || n == 0 {
 		t.Errorf("%s: %d records, %s %d", hdcPcapFile, n, hdcJSONLFile, want)
 	}
 
