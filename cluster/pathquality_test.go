@@ -161,3 +161,46 @@ func TestPathQualityWiring(t *testing.T) {
 		c.Close()
 	}
 }
+
+// Every transport kind that runs under ecmp runs under pathquality with
+// the control plane setting weights mid-transfer: RoCE and MRC hash per
+// flow onto the weighted buckets, the mprdma kinds' path addresses still
+// pin their path (every spine carries data). The bytes arrive intact.
+func TestPathQualityTransportKinds(t *testing.T) {
+	for _, kind := range []string{config.TransportRoCE, config.TransportMRC, config.TransportMPRDMA, config.TransportRandom, config.TransportOrderRE} {
+		t.Run(kind, func(t *testing.T) {
+			c := mprdmaLeafSpine(t, kind, config.ForwardingPathQuality, "fabric.pathQuality.samplePeriod=5us",
+				"fabric.pathQuality.advertisePeriod=10us", "fabric.pathQuality.controlDelay=1us")
+			if c.PathQuality == nil {
+				t.Fatal("no control plane under forwarding pathquality")
+			}
+			const n = 4 << 20
+			ps, err := c.Connect(0, 15)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, dst := c.Region(0, n, randomFill(5)), c.Region(15, n, nil)
+			tr, err := c.StartTransfer(ps[0], src, dst, n, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Loop.RunWhile(func() bool { return !tr.Done() || tr.RecvImmAt == 0 })
+			if len(tr.Errors) > 0 || tr.Completed != n || !bytes.Equal(src.Buf, dst.Buf) {
+				t.Fatalf("%d errors, %d of %d bytes, intact %v", len(tr.Errors), tr.Completed, n, bytes.Equal(src.Buf, dst.Buf))
+			}
+			st := c.PathQuality.Stats()
+			if st.WeightChanges == 0 {
+				t.Errorf("no weights set during the transfer: %+v", st)
+			}
+			shares := spineShares(c)
+			t.Logf("%s: %s, spines %v, control plane %+v", kind, gbps(tr.GoodputBps()), shares, st)
+			if config.IsMPRDMAKind(kind) {
+				for i, s := range shares {
+					if s == 0 {
+						t.Errorf("spine %d carried nothing: path addresses do not reach every path", i)
+					}
+				}
+			}
+		})
+	}
+}
