@@ -42,26 +42,8 @@ func runPathQuality(t testing.TB, c *Cluster, size uint64) pqResult {
 	if c.PathQuality == nil {
 		t.Fatal("fabric.pathQuality on, but no control plane")
 	}
-	var trs []*Transfer
-	for a, b := range Derangement(c.Config.Seed, len(c.Hosts)) {
-		ps, err := c.Connect(a, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(b, size, nil), size, size/2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-	}
-	c.RunWhile(func() bool {
-		for _, tr := range trs {
-			if !tr.Done() {
-				return true
-			}
-		}
-		return false
-	})
+	trs := startPerm(t, c, size)
+	c.RunWhile(func() bool { return !AllDone(trs) })
 	c.RunUntil(c.Now() + sim.Time(50_000)) // the window boundary RunWhile stopped at is the same for every partitioning
 	var r pqResult
 	var b bytes.Buffer

@@ -12,9 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-
 	"github.com/vcluster/vcluster/cluster"
 	"github.com/vcluster/vcluster/experiments"
 	"github.com/vcluster/vcluster/internal/clustertest"
@@ -54,17 +51,7 @@ func TestMetricsPathQuality(t *testing.T) {
 	if st.Samples == 0 || st.UpdatesSent == 0 || st.HDCRecords == 0 {
 		t.Fatalf("the run does not exercise the control plane: %+v", st)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&runCollector{m: m})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
+	for _, p := range lintCollector(t, m) {
 		if strings.Contains(p.Metric, "pathquality") || strings.Contains(p.Metric, "hdc") {
 			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 		}
