@@ -113,3 +113,73 @@ func TestDegradeCapacityRejected(t *testing.T) {
 		}
 	}
 }
+
+// Under forwarding pathquality a capacity fault is what the control plane
+// sees: the degraded uplink's capacity reads 25%, T0 0 weighs it below
+// its other uplinks toward a remote subnet while the fault lasts, and
+// the weights come back even after it.
+func TestDegradeCapacityPathQuality(t *testing.T) {
+	cfg := load(t, "fabric.topology=clos", "fabric.planes=1", "fabric.hostsPerT0=2", "fabric.t0PerPlane=2", "fabric.t1PerPlane=4",
+		"fabric.forwarding=pathquality", "transport.kind=roce", "host.netstack=false",
+		"fabric.pathQuality.samplePeriod=5us", "fabric.pathQuality.advertisePeriod=10us", "fabric.pathQuality.controlDelay=1us")
+	c, err := cluster.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	in, err := NewInjector(c.Topo, c.Scheduler(), mustPlan(t, "events:\n  - at: 50us\n    duration: 200us\n    kind: degrade\n    target: link:p0.t0.0-p0.t1.1\n    params: {capacity: 25%}\n"), cfg.Seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Start()
+	t0 := c.Topo.Switch("p0.t0.0")
+	up := c.Topo.Port("p0.t0.0/3") // hosts on ports 0–1, then T1 0..3: T1 1
+	remote := 1 - t0.LocalSubnet()
+	share := func() (degraded float64, others []float64) {
+		w, _ := t0.PathWeights(remote)
+		for i, p := range t0.NextHops(remote) {
+			if i >= len(w) {
+				break
+			}
+			if t0.Ports[p] == up {
+				degraded = w[i]
+			} else {
+				others = append(others, w[i])
+			}
+		}
+		return degraded, others
+	}
+	capacity := func() float64 {
+		for _, l := range c.PathQuality.Links() {
+			if l.Switch == t0.Name && l.Port == up.Name {
+				return l.CapacityGbps
+			}
+		}
+		t.Fatalf("no link state for %s", up.Name)
+		return 0
+	}
+	c.Loop.RunUntil(200 * sim.Microsecond)
+	d, others := share()
+	if got := capacity(); got != 25 {
+		t.Errorf("during the fault: capacity %g Gb/s, want 25 (100G × 25%%)", got)
+	}
+	if len(others) != 3 {
+		t.Fatalf("weights toward subnet %d: degraded %g, others %v", remote, d, others)
+	}
+	for _, o := range others {
+		if !(d < o) {
+			t.Errorf("during the fault: the degraded uplink weighs %g, another %g", d, o)
+		}
+	}
+	c.Loop.RunUntil(400 * sim.Microsecond)
+	d2, others2 := share()
+	if got := capacity(); got != 100 {
+		t.Errorf("after the fault: capacity %g Gb/s, want 100", got)
+	}
+	for _, o := range others2 {
+		if d2 < 0.9*o {
+			t.Errorf("after the fault: the uplink weighs %g, another %g (not back)", d2, o)
+		}
+	}
+	t.Logf("weights toward subnet %d: during %g vs %v, after %g vs %v", remote, d, others, d2, others2)
+}
