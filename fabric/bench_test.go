@@ -2,34 +2,70 @@ package fabric
 
 import "testing"
 
-func benchHops(b *testing.B, mode ForwardingMode) {
+func benchHops(b *testing.B, mode ForwardingMode, observe bool) {
 	hb, err := NewHopBench(mode)
 	if err != nil {
 		b.Fatal(err)
 	}
+	if observe {
+		if err := hb.Observe(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu, unlock := threadCPU() // the loop runs on this goroutine: its thread's CPU time is the bench's
+	defer unlock()
 	b.ReportAllocs()
 	b.ResetTimer()
+	c0 := cpu()
 	ev := hb.Run(b.N)
+	c1 := cpu()
 	b.StopTimer()
 	b.ReportMetric(float64(ev)/float64(hb.Hops), "events/hop")
+	b.ReportMetric(float64(c1-c0)/float64(hb.Hops), "cpu-ns/hop")
+	if observe {
+		b.ReportMetric(float64(hb.Captures()), "captures")
+	}
 }
 
-func BenchmarkPacketHopECMP(b *testing.B) { benchHops(b, ForwardECMP) }
-func BenchmarkPacketHopUSID(b *testing.B) { benchHops(b, ForwardUSID) }
+func BenchmarkPacketHopECMP(b *testing.B)        { benchHops(b, ForwardECMP, false) }
+func BenchmarkPacketHopUSID(b *testing.B)        { benchHops(b, ForwardUSID, false) }
+func BenchmarkPacketHopPathQuality(b *testing.B) { benchHops(b, ForwardPathQuality, false) }
+
+// Telemetry and HDC on at every switch, nothing captured: the cost of
+// watching every frame's queueing delay and every queue's occupancy.
+func BenchmarkPacketHopECMPObserved(b *testing.B)        { benchHops(b, ForwardECMP, true) }
+func BenchmarkPacketHopPathQualityObserved(b *testing.B) { benchHops(b, ForwardPathQuality, true) }
 
 func TestPacketHopZeroAllocs(t *testing.T) {
-	hb, err := NewHopBench(ForwardUSID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb.Run(100_000)
-	// Frames come from the pool warmed up by earlier runs; the only
-	// allocations left are the loop's queue slices growing now and then
-	// (amortised, well under one per thousand hops).
-	if a := testing.AllocsPerRun(20, func() { hb.Run(20_000) }); a/20_000 > 0.001 {
-		t.Fatalf("%v allocations per 20k hops", a)
-	}
-	if hb.Topo.Pool.Live != 0 {
-		t.Fatalf("%d packets leaked", hb.Topo.Pool.Live)
+	for _, c := range []struct {
+		mode    ForwardingMode
+		observe bool
+	}{{ForwardUSID, false}, {ForwardECMP, false}, {ForwardPathQuality, false}, {ForwardPathQuality, true}} {
+		hb, err := NewHopBench(c.mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.observe {
+			if err := hb.Observe(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hb.Run(100_000)
+		// Frames come from the pool warmed up by earlier runs; the only
+		// allocations left are the loop's queue slices growing now and then
+		// (amortised, well under one per thousand hops).
+		if a := testing.AllocsPerRun(20, func() { hb.Run(20_000) }); a/20_000 > 0.001 {
+			t.Fatalf("%v observed %v: %v allocations per 20k hops", c.mode, c.observe, a)
+		}
+		if hb.Topo.Pool.Live != 0 {
+			t.Fatalf("%v: %d packets leaked", c.mode, hb.Topo.Pool.Live)
+		}
+		if c.mode == ForwardPathQuality {
+			// The bench forwards through weighted tables, not the
+			// unweighted fallback.
+			if _, b := hb.Topo.Switch("p0.t0.0").PathWeights(1); len(b) != 4 {
+				t.Fatalf("pathquality bench unweighted: %v", b)
+			}
+		}
 	}
 }

@@ -226,3 +226,37 @@ func TestPartitionedIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkDownWeightedOut: a cable that goes down (no routing
+// reconvergence) has capacity 0: within the reaction time t0.0 weights
+// out the spine behind it and sends nothing more that way (every flow
+// goes to subnet 1, which that spine can no longer reach).
+func TestLinkDownWeightedOut(t *testing.T) {
+	r := newRig(t, 2, 2, 2)
+	cp := mustNew(t, r, scaled)
+	for i := 0; i < 64; i++ {
+		r.startCBR(i%2, 2+(i/2)%2, uint16(1000+i*7919), 1000, 0.5e9, sim.Time(i)*250, 2000*us)
+	}
+	down := r.topo.Switch("p0.t0.1").Ports[2]  // t0.1 – t1.0
+	toT10 := r.topo.Switch("p0.t0.0").Ports[2] // t0.0's uplink to t1.0
+	react := sim.Time(scaled.SamplePeriod + scaled.AdvertisePeriod + scaled.ControlDelay)
+	var before, atReact uint64
+	r.sched.At(500*us, func() {
+		before = toT10.Counters.TxBytes
+		down.Tx.SetUp(false)
+		down.Peer.Tx.SetUp(false)
+	})
+	r.sched.At(500*us+react, func() { atReact = toT10.Counters.TxBytes })
+	r.runUntil(2000 * us)
+	cp.Stop()
+	w, _ := r.topo.Switch("p0.t0.0").PathWeights(1)
+	if len(w) != 2 || w[0] != 0 || w[1] == 0 {
+		t.Fatalf("t0.0's weights toward subnet 1 with t1.0's link to it down: %v", w)
+	}
+	if before == 0 {
+		t.Fatal("t0.0 sent nothing via t1.0 before the link went down: the test checks nothing")
+	}
+	if end := toT10.Counters.TxBytes; end != atReact {
+		t.Fatalf("t0.0 still sent %d bytes via t1.0 after the reaction deadline", end-atReact)
+	}
+}

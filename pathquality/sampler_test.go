@@ -90,7 +90,7 @@ func TestSampledUtilizationAndQueueMatchTruth(t *testing.T) {
 			}
 		}
 		trueU := float64(b*8) / (float64(at-prev) / 1e9 * 100e9)
-		if e := math.Abs(s.util - trueU); e > frameUtil+1e-9 {
+		if e := math.Abs(float64(s.util) - trueU); e > frameUtil+1e-9 {
 			t.Errorf("sample %d at %v: utilization %.4f, true %.4f (tolerance one frame, %.4f)", k, at, s.util, trueU, frameUtil)
 		} else {
 			maxUErr = max(maxUErr, e)
@@ -105,7 +105,7 @@ func TestSampledUtilizationAndQueueMatchTruth(t *testing.T) {
 		}
 		trueQ := sum / float64(n)
 		peakQ = max(peakQ, trueQ)
-		if e := math.Abs(s.meanQ - trueQ); e > max(float64(wire), 0.02*trueQ) {
+		if e := math.Abs(float64(s.meanQ) - trueQ); e > max(float64(wire), 0.02*trueQ) {
 			t.Errorf("sample %d at %v: mean queue %.0f B, true %.0f B", k, at, s.meanQ, trueQ)
 		} else {
 			maxQErr = max(maxQErr, e)
@@ -131,7 +131,7 @@ func TestHDCDelayInLinkState(t *testing.T) {
 	for _, s := range ss {
 		if s.meanQ > 150e3 {
 			deep++
-			want := s.meanQ * 8 / 100e9 * 1e9 // ns
+			want := float64(s.meanQ) * 8 / 100e9 * 1e9 // ns
 			if r := float64(s.delay) / want; r < 0.7 || r > 1.3 {
 				t.Errorf("mean queue %.0f B (%.1f µs at line rate) but HDC mean delay %v", s.meanQ, want/1e3, s.delay)
 			}
@@ -150,7 +150,7 @@ func TestHDCDelayInLinkState(t *testing.T) {
 	}
 	var recs uint64
 	for _, s := range ss {
-		recs += s.hdc
+		recs += uint64(s.hdc)
 	}
 	if recs != col.Total[2].Records {
 		t.Fatalf("samples count %d captures, the collector %d", recs, col.Total[2].Records)
