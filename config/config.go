@@ -186,7 +186,7 @@ type FabricConfig struct {
 	// switch traversal costs it once (fabric.Link.Pipeline).
 	SwitchLatency string `mapstructure:"switchLatency" yaml:"switchLatency" json:"switchLatency"`
 	// ECMPReconvergence is the BGP-style routing reconvergence delay of
-	// forwarding ecmp (Go duration), 0..10s: a link that goes down stays
+	// forwarding ecmp and pathquality (Go duration), 0..10s: a link that goes down stays
 	// in the switches' ECMP groups (flows hashed onto it are lost) until
 	// this much later, when every switch drops the next hops that no
 	// longer reach a destination; a link coming up is put back the same
@@ -195,7 +195,8 @@ type FabricConfig struct {
 	ECMPReconvergence string `mapstructure:"ecmpReconvergence" yaml:"ecmpReconvergence" json:"ecmpReconvergence"`
 	// MTU is the IPv6 payload MTU in bytes, 1280..9216.
 	MTU int `mapstructure:"mtu" yaml:"mtu" json:"mtu"`
-	// Forwarding is "ecmp", "usid" or "static".
+	// Forwarding is "ecmp", "usid", "static" or "pathquality" (ECMP
+	// weighted by fabric.pathQuality's advertised path bandwidth).
 	Forwarding string `mapstructure:"forwarding" yaml:"forwarding" json:"forwarding"`
 	// ECMPSeed seeds the switches' ECMP hash.
 	ECMPSeed uint64 `mapstructure:"ecmpSeed" yaml:"ecmpSeed" json:"ecmpSeed"`
@@ -209,6 +210,11 @@ type FabricConfig struct {
 	// registered fast paths, the receiver's ToR de-duplication
 	// (docs/tor-multicast.md).
 	TorMulticast TorMulticastConfig `mapstructure:"torMulticast" yaml:"torMulticast" json:"torMulticast"`
+	// PathQuality is seed 003's control plane on every switch: counter
+	// sampling, high-delay capture (INT/HDC), link scores and path
+	// bandwidth advertisements, which forwarding pathquality weighs its
+	// next hops by (package pathquality, docs/pathquality.md).
+	PathQuality PathQualityConfig `mapstructure:"pathQuality" yaml:"pathQuality" json:"pathQuality"`
 }
 
 // TorMulticastConfig configures the programmable ToRs (fabric.TorMulticastConfig).
@@ -363,7 +369,7 @@ type HostConfig struct {
 type TransportConfig struct {
 	// Kind is "mrc", "roce", or one of the multipath RDMA kinds "mprdma",
 	// "random" and "orderre" (package mprdma; they need fabric.forwarding
-	// ecmp or static).
+	// ecmp, static or pathquality).
 	Kind string `mapstructure:"kind" yaml:"kind" json:"kind"`
 	// QPsPerConnection is how many QPs connect each pair of hosts that
 	// talk (RoCE spreads them over planes and ECMP paths); 1..64.
@@ -513,6 +519,7 @@ func Default() Config {
 				DedupEntries: fabric.DefaultTorDedupEntries,
 				DedupWindow:  "100us",
 			},
+			PathQuality: defaultPathQuality(),
 		},
 		Host:      HostConfig{TCP: false, Netstack: true, NICTxLatency: "0s", NICRxLatency: "0s"},
 		Transport: TransportConfig{Kind: TransportMRC, QPsPerConnection: 1, Payload: PayloadReal},

@@ -41,9 +41,9 @@ var inlineRules = map[string]string{
 	"fabric.k":                              fmt.Sprintf("even, %d..%d (≤ 44 with forwarding usid: k²/2 edge switches in the uSID plan's 1024); clos: unused (0)", MinFatTreeK, MaxFatTreeK),
 	"fabric.fabricLinkSpeed":                "fattree: must equal fabric.hostLinkSpeed",
 	"fabric.fabricLinkDelay":                "fattree: must equal fabric.hostLinkDelay",
-	"fabric.forwarding":                     "ecmp or static with transport.kind mprdma, random or orderre (path addresses)",
+	"fabric.forwarding":                     "ecmp, static or pathquality with transport.kind mprdma, random or orderre (path addresses); pathquality needs fabric.pathQuality.mode auto or on",
 	"transport.mprdma.paths":                "with kind mprdma, random or orderre: ≤ the paths the fabric offers (clos: planes × t1PerPlane; fattree: k/2)",
-	"fabric.ecmpReconvergence":              `or "": never (the ECMP groups stay as built); used with forwarding ecmp`,
+	"fabric.ecmpReconvergence":              `or "": never (the ECMP groups stay as built); used with forwarding ecmp and pathquality`,
 	"fabric.queue.bufferBytes":              fmt.Sprintf("> 0 and ≤ %d (MaxBufferBytes, 256 MiB); ≥ 2 × fabric.mtu", MaxBufferBytes),
 	"fabric.queue.ecn.preset":               "its Kmax at the fabric link rate (and the host link rate with lastHop) ≤ fabric.queue.bufferBytes, else bufferBytes is refused; htsim's is checked when the fabric is built (it depends on the base RTT)",
 	"fabric.queue.ecn.kminBytes":            "custom: ≥ 0 and < fabric.queue.ecn.kmaxBytes; other presets: 0",
@@ -54,7 +54,9 @@ var inlineRules = map[string]string{
 	"fabric.queue.pfc.xonBytes":             "≥ 0",
 	"fabric.queue.pfc.headroomBytes":        fmt.Sprintf("0..%d; 0 = 3 × rate × delay of the port's link (its propagation delay + fabric.switchLatency)", MaxBufferBytes),
 	"fabric.queue.pfc.watchdog.restoration": `or "": 2 × detection`,
-	"fabric.torMulticast.mode":              `auto: on when transport.kind is orderre; on (or auto, on) needs fabric.forwarding ecmp or static`,
+	"fabric.torMulticast.mode":              `auto: on when transport.kind is orderre; on (or auto, on) needs fabric.forwarding ecmp, static or pathquality`,
+	"fabric.pathQuality.mode":               "checked always; auto: on when fabric.forwarding is pathquality; on under ecmp, static or usid measures and advertises without steering; off is refused with forwarding pathquality",
+	"fabric.pathQuality.delayRef":           "0s = 10 × hdc.rdmaThreshold",
 	"host.tcp":                              "true needs host.netstack",
 	"output.dir":                            "not empty",
 	"output.pcap":                           "each a port of this fabric (h<host>/p<plane> or a switch port, see CheckCapturePorts), no duplicates",
@@ -70,10 +72,13 @@ var freeForm = map[string]string{
 // units names the unit of fields whose name or format does not say it
 // (*Bytes fields are bytes, speeds bit/s, durations a time).
 var units = map[string]string{
-	"fabric.mtu":                       "bytes",
-	"fabric.torMulticast.groups":       "entries",
-	"fabric.torMulticast.dedupEntries": "entries",
-	"run.realtimeSlowdown":             "wall s per simulated s",
+	"fabric.mtu":                         "bytes",
+	"fabric.torMulticast.groups":         "entries",
+	"fabric.torMulticast.dedupEntries":   "entries",
+	"fabric.pathQuality.damping.minGbps": "Gb/s",
+	"fabric.pathQuality.hdc.maxRecords":  "records",
+	"fabric.pathQuality.hdc.snapLen":     "bytes",
+	"run.realtimeSlowdown":               "wall s per simulated s",
 }
 
 // checkedWhen is when Validate checks a section's fields, or one field
@@ -87,6 +92,7 @@ var checkedWhen = map[string]string{
 	"fabric.queue.trim":         "fabric.queue.trim.enabled",
 	"fabric.queue.pfc":          "fabric.queue.pfc.enabled",
 	"fabric.queue.pfc.watchdog": "fabric.queue.pfc.enabled and fabric.queue.pfc.watchdog.enabled",
+	"fabric.pathQuality":        "fabric.pathQuality is on (mode on, or auto with fabric.forwarding pathquality)",
 }
 
 // schemaProbe is the config whose validation records the rules: the
@@ -97,6 +103,7 @@ func schemaProbe() Config {
 	q := &c.Fabric.Queue
 	q.ECN.Enabled, q.Trim.Enabled, q.PFC.Enabled, q.PFC.Watchdog.Enabled = true, true, true, true
 	c.Fabric.ECMPReconvergence = "50ms"
+	c.Fabric.PathQuality.Mode = PathQualityOn
 	return c
 }
 

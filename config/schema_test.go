@@ -489,6 +489,7 @@ func TestCheckedWhen(t *testing.T) {
 		"fabric.queue.trim":         {[]string{"fabric.queue.trim.enabled=false"}, nil, "fabric.queue.trim.sizeBytes=1", "fabric.queue.trim.sizeBytes"},
 		"fabric.queue.pfc":          {nil, []string{"fabric.queue.pfc.enabled=true"}, "fabric.queue.pfc.xonBytes=-1", "fabric.queue.pfc.xonBytes"},
 		"fabric.queue.pfc.watchdog": {[]string{"fabric.queue.pfc.enabled=true", "fabric.queue.pfc.watchdog.enabled=false"}, []string{"fabric.queue.pfc.enabled=true"}, "fabric.queue.pfc.watchdog.action=reboot", "fabric.queue.pfc.watchdog.action"},
+		"fabric.pathQuality":        {nil, []string{"fabric.forwarding=pathquality"}, "fabric.pathQuality.samplePeriod=-1s", "fabric.pathQuality.samplePeriod"},
 	}
 	for key := range checkedWhen {
 		tc, ok := cases[key]

@@ -58,7 +58,7 @@ func TestTorMulticastBadValues(t *testing.T) {
 		{[]string{"fabric.torMulticast.dedupWindow=999ns"}, "fabric.torMulticast.dedupWindow", "must be 1µs..1s"},
 		{[]string{"fabric.torMulticast.dedupWindow=2s"}, "fabric.torMulticast.dedupWindow", "must be 1µs..1s"},
 		// On, the copies need path-address routing.
-		{[]string{"fabric.forwarding=usid", "fabric.torMulticast.mode=on"}, "fabric.torMulticast.mode", "needs fabric.forwarding ecmp or static"},
+		{[]string{"fabric.forwarding=usid", "fabric.torMulticast.mode=on"}, "fabric.torMulticast.mode", "needs fabric.forwarding ecmp, static or pathquality"},
 	} {
 		_, err := Load("", c.set)
 		if !names(err, c.path) || !strings.Contains(err.Error(), c.want) {

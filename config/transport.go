@@ -216,5 +216,8 @@ func floatRange(path string) string {
 	if r, ok := floatRanges[path]; ok {
 		return r
 	}
+	if pathQualityFloat(path) {
+		return pathQualityRanges()[path]
+	}
 	return sectionRules()[path].float
 }

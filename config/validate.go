@@ -280,6 +280,7 @@ func (c *Config) validate(rules map[string]fieldRule) error {
 	}
 	c.Transport.validate(&v)
 	c.validateTorMulticast(&v)
+	c.validatePathQuality(&v)
 	c.Run.validate(&v)
 	c.validateSelected(&v)
 	c.validateMultipath(&v)
@@ -486,7 +487,7 @@ func (c *Config) validateTorMulticast(v *validator) {
 	// auto is on only for orderre, whose own rule already names
 	// fabric.forwarding under usid: one error for one mistake.
 	if c.TorMulticastEnabled() && c.Fabric.Forwarding == ForwardingUSID && c.Fabric.TorMulticast.Mode == TorMulticastOn {
-		v.add("fabric.torMulticast.mode", "on needs fabric.forwarding ecmp or static (the ToR routes FReTx copies by path address, which usid forwarding ignores); set fabric.forwarding or mode off", c.Fabric.TorMulticast.Mode)
+		v.add("fabric.torMulticast.mode", "on needs fabric.forwarding ecmp, static or pathquality (the ToR routes FReTx copies by path address, which usid forwarding ignores); set fabric.forwarding or mode off", c.Fabric.TorMulticast.Mode)
 	}
 }
 
@@ -701,17 +702,17 @@ func (f FabricConfig) OfferedPaths() int {
 }
 
 // validateMultipath checks what the mprdma kinds need of the fabric while
-// one of them is selected: path addresses are routed only by ECMP and
-// static forwarding (uSID routes by segment list: docs/addressing.md), and
+// one of them is selected: path addresses are routed only by ECMP, static
+// and pathquality (weighted ECMP) forwarding (uSID routes by segment list: docs/addressing.md), and
 // transport.mprdma.paths can name only paths the fabric has.
 func (c *Config) validateMultipath(v *validator) {
 	if !IsMPRDMAKind(c.Transport.Kind) {
 		return
 	}
 	f := c.Fabric.Forwarding
-	if f != ForwardingECMP && f != ForwardingStatic && slices.Contains(forwardingNames(), f) {
-		v.add("fabric.forwarding", fmt.Sprintf("must be %q or %q with transport.kind %s (path addresses are routed only there; docs/addressing.md)",
-			ForwardingECMP, ForwardingStatic, c.Transport.Kind), f)
+	if f != ForwardingECMP && f != ForwardingStatic && f != ForwardingPathQuality && slices.Contains(forwardingNames(), f) {
+		v.add("fabric.forwarding", fmt.Sprintf("must be %q, %q or %q with transport.kind %s (path addresses are routed only there; docs/addressing.md)",
+			ForwardingECMP, ForwardingStatic, ForwardingPathQuality, c.Transport.Kind), f)
 	}
 	n, p := c.Fabric.OfferedPaths(), c.Transport.MPRDMA.Paths
 	if n > 0 && p > min(n, mprdma.MaxPaths) && p <= mprdma.MaxPaths {
