@@ -22,6 +22,7 @@ var rank = map[string]int{
 	"ib/orderre":           15, // OrderRE's signals in reserved RoCEv2 bits (transport and ToR)
 	"fabric/pcap":          10,
 	"fabric":               20,
+	"pathquality":          22, // seed 003's control plane over fabric's counters and tables
 	"verbs":                30,
 	"verbs/verbstest":      35, // the transport conformance kit (imported by tests)
 	"mrc":                  40,
