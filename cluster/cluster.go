@@ -14,6 +14,7 @@ import (
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/fabric"
+	"github.com/vcluster/vcluster/pathquality"
 	"github.com/vcluster/vcluster/sim"
 	"github.com/vcluster/vcluster/units"
 )
@@ -195,11 +196,25 @@ type Cluster struct {
 	planes qpPlanes     // single-plane QPs per host, for the plane spread (transport.go)
 
 	probers []*evProber // per host: EV Probe endpoint operations (rdma.go)
+
+	// PathQuality is every switch's path-quality control plane
+	// (fabric.pathQuality on; nil when off): pathquality.go.
+	PathQuality *pathquality.ControlPlane
 }
 
 // New builds the cluster a validated config describes. wall may be nil for
 // simulated pacing; real-time pacing (run.pacing=realtime) needs it.
 func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
+	cl, err := build(c, wall)
+	if err != nil {
+		return nil, err
+	}
+	return cl.start()
+}
+
+// build is New but for what runs on the cluster's Scheduler (start), which
+// newClassic sets afterwards.
+func build(c config.Config, wall sim.WallClock) (*Cluster, error) {
 	opts := sim.Options{Seed: c.Seed, Wall: wall}
 	if c.Run.Pacing == config.PacingRealtime {
 		if wall == nil {
@@ -218,13 +233,23 @@ func New(c config.Config, wall sim.WallClock) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}
-	cl.setRouting()
-	return cl, nil
+	return &Cluster{Config: c, Loop: loop, Topo: topo, Hosts: hosts}, nil
+}
+
+// start starts what runs on the cluster's Scheduler once it is final:
+// routing reconvergence and the path-quality control plane. It closes the
+// cluster when it fails.
+func (c *Cluster) start() (*Cluster, error) {
+	c.setRouting()
+	if err := c.startPathQuality(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // setRouting turns on ECMP routing reconvergence (fabric.ecmpReconvergence)
-// on the cluster's Scheduler: call it again whenever that changes.
+// on the cluster's Scheduler.
 func (c *Cluster) setRouting() {
 	if d, ok := c.Config.Fabric.Reconvergence(); ok {
 		c.Topo.SetReconvergence(d, c.Scheduler())

@@ -101,8 +101,7 @@ func NewPartitioned(c config.Config, parts, workers int) (*Cluster, error) {
 	if parts == 1 {
 		cl.Loop = loop
 	}
-	cl.setRouting()
-	return cl, nil
+	return cl.start()
 }
 
 // Partitioning returns the cluster's partitioning, or nil for the classic
@@ -228,13 +227,16 @@ func NewForWorkers(c config.Config, workers int) (*Cluster, error) {
 // configuration that cannot run partitioned (real-time pacing, TCP hosts,
 // a fabric without lookahead) runs on the bare loop.
 func newClassic(c config.Config) (*Cluster, error) {
-	cl, err := New(c, nil)
-	if err != nil || c.Run.Pacing == config.PacingRealtime || c.Host.TCP {
-		return cl, err
+	cl, err := build(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.Run.Pacing == config.PacingRealtime || c.Host.TCP {
+		return cl.start()
 	}
 	la, err := cl.Topo.Lookahead()
 	if err != nil {
-		return cl, nil // no lookahead: nothing partitioned to match either
+		return cl.start() // no lookahead: nothing partitioned to match either
 	}
 	run, err := sim.NewParallel([]*sim.Loop{cl.Loop}, la, nil)
 	if err != nil {
@@ -242,8 +244,7 @@ func newClassic(c config.Config) (*Cluster, error) {
 		return nil, err
 	}
 	cl.par = &partitioned{run: run, workers: 1}
-	cl.setRouting() // its Scheduler is now the windows' global events
-	return cl, nil
+	return cl.start() // its Scheduler is now the windows' global events
 }
 
 // Sync brings every partition's loop to the cluster's Now and returns

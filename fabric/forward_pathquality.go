@@ -174,11 +174,18 @@ func (s *Switch) PathWeights(subnet int) (weights []float64, buckets []int) {
 }
 
 // bucketShares splits PathBuckets over weights w by largest remainder
-// (ties to the lower index); all-zero weights split equally.
+// (ties to the lower index); all-zero weights split equally. The weights
+// are scaled by their maximum first, so that finite weights whose sum
+// overflows still split in proportion.
 func bucketShares(w []float64) []int {
-	var sum float64
+	var top, sum float64
 	for _, x := range w {
-		sum += x
+		top = math.Max(top, x)
+	}
+	for _, x := range w {
+		if top > 0 {
+			sum += x / top
+		}
 	}
 	n := make([]int, len(w))
 	rem := make([]float64, len(w))
@@ -186,7 +193,7 @@ func bucketShares(w []float64) []int {
 	for i, x := range w {
 		q := float64(PathBuckets) / float64(len(w))
 		if sum > 0 {
-			q = x / sum * PathBuckets
+			q = x / top / sum * PathBuckets
 		}
 		n[i] = int(math.Floor(q))
 		rem[i] = q - float64(n[i])

@@ -56,6 +56,10 @@ type Packet struct {
 
 	SentAt  sim.Time // when the source put it on the wire
 	TraceID uint64   // caller's tag, carried unchanged
+	// hopIn is the ingress port index + 1 at the current switch, set only
+	// by a switch with high-delay capture on (hdc.go); 0: the frame did
+	// not come through its forwarding (a device put it on the port).
+	hopIn int32
 
 	pool *Pool
 	buf  []byte
@@ -200,7 +204,7 @@ func (p *Packet) Clone() *Packet {
 	q := p.pool.Get(len(p.Data))
 	copy(q.Data, p.Data)
 	q.WireLen, q.Class, q.Flags, q.InPort = p.WireLen, p.Class, p.Flags, p.InPort
-	q.SentAt, q.EnqAt, q.TraceID = p.SentAt, p.EnqAt, p.TraceID
+	q.SentAt, q.EnqAt, q.TraceID, q.hopIn = p.SentAt, p.EnqAt, p.TraceID, p.hopIn
 	return q
 }
 

@@ -182,6 +182,7 @@ type Port struct {
 	rng        sim.FastRand
 	Name       string
 	MAC        [6]byte
+	obs        *portObs // telemetry and HDC (telemetry.go, hdc.go); nil: neither
 }
 
 // Port.feat bits.
@@ -190,6 +191,8 @@ const (
 	featWd               // wd != nil
 	featTap              // tap != nil
 	featCtrl             // ctrl is not empty
+	featTele             // telemetry on: obs keeps occupancy integrals
+	featHDC              // high-delay capture on: obs.hdc is the collector
 )
 
 // portQueues is the egress state a port needs only once traffic reaches
@@ -209,6 +212,9 @@ func (pt *Port) qpush(c uint8, p *Packet) {
 		pt.hdrBytes += int32(p.WireLen)
 	} else {
 		pt.bytes += int32(p.WireLen)
+	}
+	if pt.feat&featTele != 0 {
+		pt.teleNote(int(c), p.WireLen)
 	}
 }
 
@@ -243,6 +249,9 @@ func (pt *Port) qpop(c int) *Packet {
 		pt.hdrBytes -= int32(p.WireLen)
 	} else {
 		pt.bytes -= int32(p.WireLen)
+	}
+	if pt.feat&featTele != 0 {
+		pt.teleNote(c, -p.WireLen)
 	}
 	return p
 }
@@ -379,6 +388,9 @@ func (pt *Port) classOf(p *Packet) uint8 {
 // into the fabric, counted in Counters.Sent; switches forward with enqueue.
 func (pt *Port) Enqueue(p *Packet) {
 	pt.Counters.Sent++
+	if pt.feat&featHDC != 0 {
+		p.hopIn = 0 // not forwarded by this switch: no ingress port
+	}
 	pt.enqueue(p)
 }
 
@@ -525,6 +537,9 @@ func (pt *Port) startNext() {
 			qc.TxBytes += uint64(p.WireLen)
 			if pt.feat&featAcct != 0 {
 				pt.acct.release(p)
+			}
+			if pt.feat&featHDC != 0 && now-p.EnqAt > pt.obs.hdcMin {
+				pt.obs.hdc.check(pt, p, c, now)
 			}
 			break
 		}

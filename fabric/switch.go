@@ -33,6 +33,7 @@ type Switch struct {
 	plane uint8 // = Plane, here for the uSID check
 	mode  ForwardingMode
 	tor   bool // a programmable ToR (torm, tor_multicast.go)
+	hdcOn bool // high-delay capture: forward stamps Packet.hopIn (hdc.go)
 	USID  uint16
 	next  nextHop  // the mode's next-hop function
 	seed  uint64   // ECMP's hash seed
@@ -140,6 +141,9 @@ func (s *Switch) forward(p *Packet, in *Port) {
 		}
 	}
 	s.Counters.Forwarded++
+	if s.hdcOn {
+		p.hopIn = in.Index + 1
+	}
 	if s.Trace != nil {
 		s.Trace(s, p, op)
 	}

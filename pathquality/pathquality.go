@@ -28,11 +28,9 @@
 package pathquality
 
 import (
-	"io"
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
-	"github.com/vcluster/vcluster/sim"
 )
 
 // Weights weigh the three factors of a link's score (any non-negative
@@ -74,15 +72,6 @@ type Config struct {
 	Apply bool
 }
 
-// WithDefaults returns c with its zero fields set to the defaults.
-func (c Config) WithDefaults() Config { panic("pathquality: not implemented yet") }
-
-// Validate reports the first invalid field of c (after WithDefaults) as
-// "field: reason (allowed range), got value"; field names are the config
-// keys under fabric.pathQuality (samplePeriod, advertisePeriod,
-// weights.bandwidth, …, hdc.rdmaThreshold).
-func (c Config) Validate() error { panic("pathquality: not implemented yet") }
-
 // Stats are the control plane's totals.
 type Stats struct {
 	Samples           uint64 // port readings
@@ -111,46 +100,12 @@ type LinkState struct {
 type RouteState struct {
 	Switch     string
 	Subnet     int
-	Advertised float64   // the path bandwidth last advertised, Gb/s
-	Weights    []float64 // per next hop (fabric.Switch.NextHops order)
+	Advertised float64 // the path bandwidth last advertised, Gb/s (0: never)
+	// Path is the path bandwidth computed at the switch's last advertise
+	// tick, advertised or not (split horizon or damping may hold it back).
+	Path float64
+	// Weights are the weights of the next hops (fabric.Switch.NextHops
+	// order) last computed; set on the switch when Config.Apply. Nil for
+	// the switch's own subnet.
+	Weights []float64
 }
-
-// ControlPlane is every switch's control plane over one topology.
-type ControlPlane struct{}
-
-// New enables telemetry and HDC on every switch port of topo and starts
-// sampling and advertising on sched from its current time. cfg is
-// validated (WithDefaults first).
-func New(topo *fabric.Topology, sched sim.Scheduler, cfg Config) (*ControlPlane, error) {
-	panic("pathquality: not implemented yet")
-}
-
-// Config returns the configuration in use (defaults applied).
-func (cp *ControlPlane) Config() Config { panic("pathquality: not implemented yet") }
-
-// Stats returns the totals so far.
-func (cp *ControlPlane) Stats() Stats { panic("pathquality: not implemented yet") }
-
-// Links returns every switch port's latest LinkState (switch, port order).
-func (cp *ControlPlane) Links() []LinkState { panic("pathquality: not implemented yet") }
-
-// Routes returns every (switch, subnet) RouteState (switch, subnet order).
-func (cp *ControlPlane) Routes() []RouteState { panic("pathquality: not implemented yet") }
-
-// WriteSamplesCSV writes the time series: one row per port and sample
-// (time_ns, switch, port, utilization, mean_queue_bytes, watermark_bytes,
-// mean_delay_ns, hdc_records, score, quality_gbps).
-func (cp *ControlPlane) WriteSamplesCSV(w io.Writer) error { panic("pathquality: not implemented yet") }
-
-// WriteAdvertsCSV writes every advertisement decision: time_ns, switch,
-// subnet, path_gbps, sent (1) or suppressed by damping (0), neighbours.
-func (cp *ControlPlane) WriteAdvertsCSV(w io.Writer) error { panic("pathquality: not implemented yet") }
-
-// WriteHDCJSONL writes every switch's kept HDC records as JSON lines in
-// the seed's shape (switch, ingress_port, egress_port, queue_id,
-// queue_depth, latency in µs, timestamp in ns, plus class and orig_len).
-func (cp *ControlPlane) WriteHDCJSONL(w io.Writer) error { panic("pathquality: not implemented yet") }
-
-// WriteHDCPcap writes the records' excerpts as a pcap (Ethernet, snaplen
-// fabric.HDCSnapLen, original lengths kept) that tshark decodes.
-func (cp *ControlPlane) WriteHDCPcap(w io.Writer) error { panic("pathquality: not implemented yet") }

@@ -1,0 +1,185 @@
+package pathquality
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vcluster/vcluster/sim"
+)
+
+// scaled are periods for a microsecond fabric (docs/pathquality.md).
+var scaled = Config{SamplePeriod: 20 * time.Microsecond, AdvertisePeriod: 100 * time.Microsecond,
+	ControlDelay: 10 * time.Microsecond, Apply: true}
+
+const us = sim.Time(time.Microsecond)
+
+// TestStaticDegradeKnownAtSessionUp: a link degraded before New is in
+// the first advertisements, so the weights follow it one control delay
+// later, before any sample.
+func TestStaticDegradeKnownAtSessionUp(t *testing.T) {
+	r := newRig(t, 1, 2, 2)
+	r.setCableRate(1, 0, 25e9)
+	cp := mustNew(t, r, scaled)
+	r.loop.RunUntil(sim.Time(scaled.ControlDelay))
+	if got := route(t, cp, "p0.t1.0", 1).Advertised; got != 25 {
+		t.Fatalf("t1.0 advertises %v Gb/s toward subnet 1, want 25", got)
+	}
+	if got := route(t, cp, "p0.t0.1", 1).Advertised; got != 100 {
+		t.Fatalf("t0.1 advertises %v Gb/s for its own subnet, want its host port's 100", got)
+	}
+	w := route(t, cp, "p0.t0.0", 1).Weights
+	if len(w) != 2 || math.Abs(w[0]-25) > 1e-3 || math.Abs(w[1]-100) > 1e-3 {
+		t.Fatalf("t0.0 weights toward subnet 1: %v, want [25 100]", w)
+	}
+	_, buckets := r.topo.Switch("p0.t0.0").PathWeights(1)
+	if want := []int{51, 205}; buckets[0] != want[0] || buckets[1] != want[1] {
+		t.Fatalf("buckets %v, want %v", buckets, want)
+	}
+	// Split horizon: t0.0 sends nothing about subnet 1 (its neighbours
+	// are its next hops toward it); t1s send subnet 1 to t0.0 only.
+	st := cp.Stats()
+	// t0.x: own subnet to 2 T1s (2 × 2); t1.x: each subnet to the other T0 (2 × 2).
+	if st.UpdatesSent != 8 || st.UpdateBytes == 0 {
+		t.Fatalf("stats %+v, want 8 updates at session up", st)
+	}
+}
+
+// degradeRun drives 64 flows of 0.5 Gb/s from T0 0's hosts to T0 1's over
+// two spines; the cable T0 1–T1 0 drops to 25 Gb/s at 1 ms, recovers at
+// 2 ms and drops by 5 % (under the damping threshold) at 3 ms.
+type degradeRun struct {
+	r           *rig
+	cp          *ControlPlane
+	tx          map[sim.Time][]uint64 // spine tx bytes at chosen times
+	wAt         map[sim.Time][]float64
+	suppressed  map[sim.Time]uint64
+	samples     []byte
+	adverts     []byte
+	updatesSent map[sim.Time]uint64
+}
+
+func runDegrade(t testing.TB, cfg Config) *degradeRun {
+	r := newRig(t, 2, 2, 2)
+	cp := mustNew(t, r, cfg)
+	d := &degradeRun{r: r, cp: cp, tx: map[sim.Time][]uint64{}, wAt: map[sim.Time][]float64{},
+		suppressed: map[sim.Time]uint64{}, updatesSent: map[sim.Time]uint64{}}
+	for i := 0; i < 64; i++ {
+		r.startCBR(i%2, 2+(i/2)%2, uint16(1000+i*7919), 1000, 0.5e9, sim.Time(i)*250, 4000*us)
+	}
+	react := sim.Time(cfg.SamplePeriod + cfg.AdvertisePeriod + cfg.ControlDelay)
+	marks := []sim.Time{500 * us, 1000 * us, 1000*us + react, 2000 * us, 2000*us + react, 3000 * us, 3000*us + react, 4000 * us}
+	for _, m := range marks {
+		r.loop.At(m, func() {
+			d.tx[m] = r.spineTx()
+			w, _ := r.topo.Switch("p0.t0.0").PathWeights(1)
+			d.wAt[m] = w
+			d.suppressed[m] = cp.Stats().UpdatesSuppressed
+			d.updatesSent[m] = cp.Stats().UpdatesSent
+		})
+	}
+	r.loop.At(1000*us, func() { r.setCableRate(1, 0, 25e9) })
+	r.loop.At(2000*us, func() { r.setCableRate(1, 0, 100e9) })
+	r.loop.At(3000*us, func() { r.setCableRate(1, 0, 95e9) })
+	r.loop.RunUntil(4000 * us)
+	cp.Stop()
+	var s, a bytes.Buffer
+	if err := cp.WriteSamplesCSV(&s); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.WriteAdvertsCSV(&a); err != nil {
+		t.Fatal(err)
+	}
+	d.samples, d.adverts = s.Bytes(), a.Bytes()
+	return d
+}
+
+// share0 is spine 0's share of the spines' bytes between two marks.
+func (d *degradeRun) share0(from, to sim.Time) float64 {
+	a, b := d.tx[from], d.tx[to]
+	s0, s1 := float64(b[0]-a[0]), float64(b[1]-a[1])
+	return s0 / (s0 + s1)
+}
+
+func TestDegradeShiftsTrafficAndRecovers(t *testing.T) {
+	d := runDegrade(t, scaled)
+	react := sim.Time(scaled.SamplePeriod + scaled.AdvertisePeriod + scaled.ControlDelay)
+	if s := d.share0(500*us, 1000*us); s < 0.4 || s > 0.6 {
+		t.Fatalf("before the degradation spine 0 carries %.2f of the bytes, want about half", s)
+	}
+	// Within SamplePeriod+AdvertisePeriod+ControlDelay the path bandwidth
+	// via spine 0 has fallen to at most the degraded link's 25 Gb/s.
+	if w := d.wAt[1000*us+react]; w == nil || w[0] > 25 || w[1] < 50 {
+		t.Fatalf("t0.0's weights toward subnet 1 at the reaction deadline: %v, want spine 0 ≤ 25 and spine 1 ≥ 50", w)
+	}
+	t.Logf("spine 0's share: before %.3f, degraded %.3f, recovered %.3f; weights at the deadlines %v, %v",
+		d.share0(500*us, 1000*us), d.share0(1000*us+react, 2000*us), d.share0(2000*us+react, 3000*us),
+		d.wAt[1000*us+react], d.wAt[2000*us+react])
+	if s := d.share0(1000*us+react, 2000*us); s > 0.3 {
+		t.Fatalf("with its link at 25%% spine 0 still carries %.2f of the bytes", s)
+	}
+	if w := d.wAt[2000*us+react]; w == nil || w[0] < 50 {
+		t.Fatalf("t0.0's weights toward subnet 1 after recovery: %v, want spine 0 back ≥ 50", w)
+	}
+	if s := d.share0(2000*us+react, 3000*us); s < 0.35 || s > 0.65 {
+		t.Fatalf("after recovery spine 0 carries %.2f of the bytes, want about half", s)
+	}
+	// A 5% drop is under the damping threshold: suppressed, not sent.
+	t10 := -1
+	for i, sc := range d.cp.sw {
+		if sc.s.Name == "p0.t1.0" {
+			t10 = i
+		}
+	}
+	var sentAfter, heldAfter int
+	for _, a := range d.cp.adverts {
+		if a.at > 3000*us && a.sw == t10 && a.subnet == 1 {
+			if a.sent {
+				sentAfter++
+			} else {
+				heldAfter++
+			}
+		}
+	}
+	if sentAfter != 0 || heldAfter == 0 {
+		t.Fatalf("after the 5%% drop t1.0 sent %d updates toward subnet 1 and held back %d; want 0 sent, some held", sentAfter, heldAfter)
+	}
+	if d.suppressed[4000*us] <= d.suppressed[3000*us] {
+		t.Fatalf("UpdatesSuppressed did not grow after the 5%% drop: %d → %d", d.suppressed[3000*us], d.suppressed[4000*us])
+	}
+	st := d.cp.Stats()
+	if st.WeightChanges == 0 || st.BucketsMoved == 0 || st.Samples == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestDeterministicOutputs: the same run twice writes the same bytes.
+func TestDeterministicOutputs(t *testing.T) {
+	a, b := runDegrade(t, scaled), runDegrade(t, scaled)
+	if !bytes.Equal(a.samples, b.samples) || !bytes.Equal(a.adverts, b.adverts) {
+		t.Fatal("two identical runs wrote different CSVs")
+	}
+	if len(a.samples) == 0 || len(a.adverts) == 0 {
+		t.Fatal("empty outputs")
+	}
+}
+
+// TestMeasureOnlyKeepsECMP: without Apply the same degradation moves no
+// traffic (what moves it in the test above is the weights), while the
+// control plane still advertises.
+func TestMeasureOnlyKeepsECMP(t *testing.T) {
+	c := scaled
+	c.Apply = false
+	d := runDegrade(t, c)
+	react := sim.Time(c.SamplePeriod + c.AdvertisePeriod + c.ControlDelay)
+	if s := d.share0(1000*us+react, 2000*us); s < 0.3 {
+		t.Fatalf("measuring only, spine 0's share fell to %.2f", s)
+	}
+	if w := d.wAt[2000*us]; w != nil {
+		t.Fatalf("measuring only, weights were set: %v", w)
+	}
+	if st := d.cp.Stats(); st.UpdatesSent == 0 || st.WeightChanges != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
