@@ -48,7 +48,7 @@ func init() {
 			{Key: "elephant", Default: "0.75", Doc: "the elephant's rate as a fraction of the link rate (0.75 leaves the link the same 25% a degraded one has, but the control plane must measure it)"},
 			{Key: "onset", Default: "200us", Quick: "100us", Doc: "when, after the job starts, the mid-job degradation or elephant begins (virtual time)"},
 			{Key: "sample", Default: "20us", Quick: "10us", Doc: "interval of the link-utilization samples of the plots (virtual time, a loop timer)"},
-			{Key: "trials", Default: "6", Quick: "4", Full: "12", Doc: "hash draws per cell (fabric.ecmpSeed and the permutation re-drawn per trial): a cell's time is their mean, so hash luck averages out of the comparisons"},
+			{Key: "trials", Default: "8", Quick: "8", Full: "16", Doc: "hash draws per cell (fabric.ecmpSeed and the permutation re-drawn per trial): a cell's time is their mean, so hash luck averages out of the comparisons"},
 			{Key: "deadline", Default: "100ms", Quick: "40ms", Full: "400ms", Doc: "virtual time a job may run after its start; one not done by then is a failed point"},
 		},
 		Setup: pqSetup,
@@ -334,15 +334,16 @@ func runPQ(ctx context.Context, env *Env, p pqParams) (*Results, error) {
 			}
 		}
 	}
-	// The representative runs whose time series are plotted: the
-	// mid-job degradation of the first workload at the shortest period
-	// (where the control plane can react within the job), every scheme.
-	repScenario := pqDegradedDuring
-	if !slices.Contains(p.scenarios, repScenario) {
-		repScenario = p.scenarios[len(p.scenarios)-1]
+	// The representative runs whose time series are plotted: each mid-job
+	// event (degradation, elephant) on the first workload at the
+	// shortest period (where the control plane can react within the
+	// job), every scheme; the first scenario when neither runs.
+	reps := slices.DeleteFunc([]string{pqDegradedDuring, pqElephantDuring}, func(sc string) bool { return !slices.Contains(p.scenarios, sc) })
+	if len(reps) == 0 {
+		reps = p.scenarios[:1]
 	}
 	repOf := func(c *pqCell) bool {
-		if c.workload != p.workloads[0] || c.scenario != repScenario {
+		if c.workload != p.workloads[0] || !slices.Contains(reps, c.scenario) {
 			return false
 		}
 		if c.scheme == pqPQ {
@@ -395,32 +396,39 @@ func runPQ(ctx context.Context, env *Env, p pqParams) (*Results, error) {
 	return res, nil
 }
 
-// pqPickTrial chooses the trial the representative cells plot: the one
-// in which the asymmetry cost ECMP most (its hash put traffic on the bad
-// path), the same trial (hash draw) for every scheme; the first when
-// nothing tells.
+// pqPickTrial chooses, per scenario, the trial its representative
+// cells plot: the one in which the asymmetry cost ECMP most (its hash put
+// traffic on the bad path), the same trial (hash draw) for every scheme;
+// the first when nothing tells.
 func pqPickTrial(cells []*pqCell) {
-	pick, worst := 0, 0.0
+	pick := map[string]int{}
 	for _, c := range cells {
 		if c.scheme != pqECMP || len(c.reps) == 0 {
 			continue
 		}
+		if _, done := pick[c.scenario]; done {
+			continue
+		}
+		pick[c.scenario] = 0
 		h := pqFind(cells, pqECMP, pqHealthy, c.workload, c.period)
 		if h == nil {
-			break
+			continue
 		}
+		worst := 0.0
 		for k, t := range c.trials {
 			if k < len(h.trials) && h.trials[k].timeNs > 0 {
 				if r := float64(t.timeNs) / float64(h.trials[k].timeNs); r > worst {
-					pick, worst = k, r
+					pick[c.scenario], worst = k, r
 				}
 			}
 		}
-		break
 	}
 	for _, c := range cells {
-		if pick < len(c.reps) {
-			c.rep = c.reps[pick]
+		if k := pick[c.scenario]; k < len(c.reps) {
+			c.rep = c.reps[k]
+			for i := range c.rep.files {
+				c.rep.files[i].Name = "representative_" + c.scenario + "_" + c.rep.files[i].Name
+			}
 		}
 	}
 }
@@ -778,7 +786,7 @@ func pqTraceControl(c *cluster.Cluster, cp *pathquality.ControlPlane, tr *pqTrac
 		series[j].Y = append(series[j].Y, g)
 	}
 	tr.adverts = series
-	tr.files = []File{{"representative_" + pathquality.AdvertsFile, adv.Bytes()}, {"representative_" + pathquality.SamplesFile, samples.Bytes()}, {"representative_" + pathquality.HDCJSONFile, hdc.Bytes()}}
+	tr.files = []File{{pathquality.AdvertsFile, adv.Bytes()}, {pathquality.SamplesFile, samples.Bytes()}, {pathquality.HDCJSONFile, hdc.Bytes()}}
 	return nil
 }
 
@@ -976,9 +984,9 @@ func pqPlots(p pqParams, cells []*pqCell) []Plot {
 		}
 		sortMarks(marks)
 		stem := map[string]string{pqECMP: "ecmp", pqPQ: "pathquality", pqMRC: "mrc"}[c.scheme]
-		pl := Plot{Name: "link_utilization_" + stem,
+		pl := Plot{Name: "link_utilization_" + stem + "_" + c.scenario,
 			Title:  fmt.Sprintf("%s, %s, %s, trial %d: utilization of T0 %d's uplinks and of the spines' downlinks into it (advertisement period %s)", c.scheme, c.workload, c.scenario, c.rep.trial, pqT0, durText(c.period)),
-			XLabel: "time since the job started (µs)", YLabel: "link utilization (% of the link's nominal rate)", Marks: marks}
+			XLabel: "virtual time since the job started (µs)", YLabel: "link utilization (% of the link's nominal rate)", Marks: marks}
 		for i, g := range c.rep.util {
 			ys := make([]float64, len(*g))
 			for k, v := range *g {
@@ -988,9 +996,9 @@ func pqPlots(p pqParams, cells []*pqCell) []Plot {
 		}
 		plots = append(plots, pl)
 		if c.scheme == pqPQ {
-			ad := Plot{Name: "advertised_bandwidth",
-				Title:  fmt.Sprintf("path quality, %s, %s: path bandwidth each spine advertises toward T0 %d's subnet (period %s; every decision, sent or damped)", c.workload, c.scenario, pqT0, durText(c.period)),
-				XLabel: "time since the job started (µs)", YLabel: "advertised path bandwidth (Gb/s)", Marks: marks}
+			ad := Plot{Name: "advertised_bandwidth_" + c.scenario,
+				Title:  fmt.Sprintf("path quality, %s, %s, trial %d: path bandwidth each spine advertises toward T0 %d's subnet (period %s; every decision, sent or damped)", c.workload, c.scenario, c.rep.trial, pqT0, durText(c.period)),
+				XLabel: "virtual time since the job started (µs)", YLabel: "advertised path bandwidth (Gb/s)", Marks: marks}
 			lo, hi := -2*float64(c.period.Nanoseconds()), float64(c.rep.timeNs)
 			for _, s := range c.rep.adverts {
 				out := Series{Name: s.Name}
