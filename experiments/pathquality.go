@@ -38,7 +38,7 @@ func init() {
 		Targets: []string{"seed 003"},
 		Cluster: paperCluster(pqClusterSets()...),
 		Params: []Param{
-			{Key: "bytes", Default: "16M", Quick: "4M", Full: "64M", Doc: "the ring all-reduce's size (nccl-tests bytes) and each permutation flow's bytes"},
+			{Key: "bytes", Default: "16M", Quick: "4M", Full: "32M", Doc: "the ring all-reduce's size (nccl-tests bytes) and each permutation flow's bytes"},
 			{Key: "periods", Default: "1s,100ms,10ms,1ms,100us", Quick: "1s,1ms,100us", Doc: "advertisement periods of the path-quality cells (fabric.pathQuality.advertisePeriod); the sample period is exp.sampleRatio of each"},
 			{Key: "basePeriods", Default: "1s,100us", Quick: "100us", Full: "1s,100ms,10ms,1ms,100us", Doc: "advertisement periods the ECMP and MRC cells run their measuring control plane at (their forwarding ignores it; it gives their HDC records and message counts)"},
 			{Key: "sampleRatio", Default: "0.5", Doc: "the sampler's period as a fraction of the advertisement period (≤ 1: a switch advertises what it has sampled)"},
@@ -48,7 +48,7 @@ func init() {
 			{Key: "elephant", Default: "0.75", Doc: "the elephant's rate as a fraction of the link rate (0.75 leaves the link the same 25% a degraded one has, but the control plane must measure it)"},
 			{Key: "onset", Default: "200us", Quick: "100us", Doc: "when, after the job starts, the mid-job degradation or elephant begins (virtual time)"},
 			{Key: "sample", Default: "20us", Quick: "10us", Doc: "interval of the link-utilization samples of the plots (virtual time, a loop timer)"},
-			{Key: "trials", Default: "8", Quick: "8", Full: "16", Doc: "hash draws per cell (fabric.ecmpSeed and the permutation re-drawn per trial): a cell's time is their mean, so hash luck averages out of the comparisons"},
+			{Key: "trials", Default: "8", Quick: "8", Full: "12", Doc: "hash draws per cell (fabric.ecmpSeed and the permutation re-drawn per trial): a cell's time is their mean, so hash luck averages out of the comparisons"},
 			{Key: "deadline", Default: "100ms", Quick: "40ms", Full: "400ms", Doc: "virtual time a job may run after its start; one not done by then is a failed point"},
 		},
 		Setup: pqSetup,
@@ -912,7 +912,6 @@ func pqTable(res *Results, p pqParams, cells []*pqCell) {
 		pqT0, pqT1, pct(p.capacity), pct(p.elephant), pqT1, pqT0, durText(p.onset))
 	b.WriteString("Control-plane counts (updates, damped, buckets moved, HDC records) are the job's: the control plane's totals at the job's end less at its start. ")
 	b.WriteString("\"slowdown\" is what the asymmetry costs the cell: the mean over its trials of its time over the healthy fabric's in the same trial (same scheme, period and hash draw), so a draw that collides on the healthy fabric too cancels out; the checks compare slowdowns. ")
-	b.WriteString("\"slowdown\" is what the asymmetry costs the cell: the mean over its trials of its time over the healthy fabric's in the same trial (same scheme, period and hash draw), so a draw that collides on the healthy fabric too cancels out; the checks compare slowdowns. ")
 	b.WriteString("\"ECMP time / this\" compares with the ECMP cell of the same scenario and workload (at the same advertisement period, or the nearest one ECMP ran at: its forwarding ignores the period); above 1 is faster than ECMP.\n\n")
 	b.WriteString(pqSummary(p, cells))
 	res.Notes = b.String()
@@ -937,31 +936,78 @@ func pqX(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// pqSummary is the central table: per workload and scenario, ECMP, MRC
-// and path quality at each period, as completion times.
+// pqSummary is the central tables: per workload and scenario, ECMP, MRC
+// and path quality at each period, as mean completion times and as
+// slowdowns from the healthy fabric; then who wins where.
 func pqSummary(p pqParams, cells []*pqCell) string {
 	var b strings.Builder
-	b.WriteString("Completion time (µs) per workload and scenario — ECMP and MRC, then path quality at each advertisement period:\n\n| workload | scenario | ECMP | MRC |")
-	for _, d := range p.periods {
-		fmt.Fprintf(&b, " PQ %s |", durText(d))
+	head := func(what string) {
+		fmt.Fprintf(&b, "%s — ECMP and MRC, then path quality (PQ) at each advertisement period:\n\n| workload | scenario | ECMP | MRC |", what)
+		for _, d := range p.periods {
+			fmt.Fprintf(&b, " PQ %s |", durText(d))
+		}
+		b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|", len(p.periods)) + "\n")
 	}
-	b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|", len(p.periods)) + "\n")
-	t := func(c *pqCell) string {
+	table := func(cell func(c *pqCell) string) {
+		for _, w := range p.workloads {
+			for _, sc := range p.scenarios {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s |", w, sc, cell(pqFind(cells, pqECMP, sc, w, 0)), cell(pqFind(cells, pqMRC, sc, w, 0)))
+				for _, d := range p.periods {
+					fmt.Fprintf(&b, " %s |", cell(pqFind(cells, pqPQ, sc, w, d)))
+				}
+				b.WriteString("\n")
+			}
+		}
+		b.WriteString("\n")
+	}
+	head("Mean completion time (µs) over the trials")
+	table(func(c *pqCell) string {
 		if c == nil || !c.done {
 			return "n/a"
 		}
 		return usCell(c.timeNs)
+	})
+	if slices.Contains(p.scenarios, pqHealthy) {
+		head("Slowdown from the asymmetry (×: mean over trials of the time over the healthy fabric's in the same trial)")
+		table(func(c *pqCell) string { return pqX(pqSlowdown(cells, c)) })
 	}
+	b.WriteString("Where each wins (mean completion time; path quality at its best period):\n\n")
 	for _, w := range p.workloads {
 		for _, sc := range p.scenarios {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |", w, sc, t(pqFind(cells, pqECMP, sc, w, 0)), t(pqFind(cells, pqMRC, sc, w, 0)))
+			e, m := pqFind(cells, pqECMP, sc, w, 0), pqFind(cells, pqMRC, sc, w, 0)
+			var best *pqCell
 			for _, d := range p.periods {
-				fmt.Fprintf(&b, " %s |", t(pqFind(cells, pqPQ, sc, w, d)))
+				if c := pqFind(cells, pqPQ, sc, w, d); c != nil && c.done && (best == nil || c.timeNs < best.timeNs) {
+					best = c
+				}
+			}
+			win := "none finished"
+			if c := pqFindWinner(e, best, m); c != nil {
+				win = c.scheme
+			}
+			fmt.Fprintf(&b, "- %s, %s: fastest %s.", w, sc, win)
+			if e != nil && best != nil && e.done && best.done {
+				fmt.Fprintf(&b, " Path quality is fastest at period %s (%s µs, %s× ECMP's speed); ECMP %s µs", durText(best.period), usCell(best.timeNs), pqX(float64(e.timeNs)/float64(best.timeNs)), usCell(e.timeNs))
+				if m != nil && m.done {
+					fmt.Fprintf(&b, ", MRC %s µs", usCell(m.timeNs))
+				}
+				b.WriteString(".")
 			}
 			b.WriteString("\n")
 		}
 	}
 	return b.String()
+}
+
+// pqFindWinner is the fastest finished cell of cs.
+func pqFindWinner(cs ...*pqCell) *pqCell {
+	var w *pqCell
+	for _, c := range cs {
+		if c != nil && c.done && (w == nil || c.timeNs < w.timeNs) {
+			w = c
+		}
+	}
+	return w
 }
 
 func pqPlots(p pqParams, cells []*pqCell) []Plot {
