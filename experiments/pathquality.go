@@ -176,9 +176,9 @@ func readPQ(env *Env) (pqParams, error) {
 	if p.onset >= p.deadline && p.deadline > 0 {
 		r.bad("onset", "%s is not before exp.deadline %s; must be < exp.deadline", durText(p.onset), durText(p.deadline))
 	}
-	if f.Topology != config.TopologyClos || f.Planes != 1 || f.T0PerPlane <= pqT0 || f.T1PerPlane <= pqT1 || f.HostsPerT0 < 1 {
-		r.errs = append(r.errs, fmt.Errorf("path-quality needs a one-plane Clos with ≥ %d leaves and ≥ %d spines (fabric.topology %s, planes %d, t0PerPlane %d, t1PerPlane %d)",
-			pqT0+1, pqT1+1, f.Topology, f.Planes, f.T0PerPlane, f.T1PerPlane))
+	if f.Topology != config.TopologyClos || f.Planes != 1 || f.T0PerPlane <= pqT0 || f.T1PerPlane <= pqT1 || f.HostsPerT0 < 1 || f.HostsPerT0 > 250 {
+		r.errs = append(r.errs, fmt.Errorf("path-quality needs a one-plane Clos with ≥ %d leaves, ≥ %d spines and 1..250 hosts per leaf (the elephant's sink is a host index past them) (fabric.topology %s, planes %d, t0PerPlane %d, t1PerPlane %d, hostsPerT0 %d)",
+			pqT0+1, pqT1+1, f.Topology, f.Planes, f.T0PerPlane, f.T1PerPlane, f.HostsPerT0))
 	}
 	return p, r.err()
 }
@@ -506,7 +506,7 @@ func pqStartElephant(c *cluster.Cluster, port *fabric.Port, rate float64, dscp u
 		Stored:  4,
 	}
 	probe := fabric.BuildFrame(port.Pool(), spec)
-	wire := probe.WireLen + 20 // preamble and IFG
+	wire := probe.WireLen + port.Config().IFGBytes // with preamble and gap, as the port serializes it
 	probe.Release()
 	e := &pqElephant{port: port, sched: c.Scheduler(), spec: spec, gap: float64(wire*8) / rate * 1e9}
 	e.next = float64(e.sched.Now())
@@ -664,8 +664,7 @@ func pqStatsDiff(a, b pathquality.Stats) pathquality.Stats {
 // pqFabricQueues is the deepest queue of any switch port and the fabric's
 // drops less the elephant's sink (no-route drops at T0 pqT0).
 func pqFabricQueues(c *cluster.Cluster) (maxQ int, drops uint64) {
-	pauses, all, _ := fabricTotals(c)
-	_ = pauses
+	_, all, _ := fabricTotals(c)
 	for _, s := range c.Topo.Switches {
 		for _, pt := range s.Ports {
 			maxQ = max(maxQ, pt.Counters.MaxQueueBytes)
