@@ -59,14 +59,7 @@ func RunP2PParallel(cfg config.Config, workers, a, b int, n uint64, loss float64
 		}
 		trs = append(trs, tr)
 	}
-	c.RunWhile(func() bool {
-		for _, tr := range trs {
-			if !tr.Done() {
-				return true
-			}
-		}
-		return false
-	})
+	c.RunWhile(func() bool { return !AllDone(trs) })
 	r := P2PResult{Bytes: per * uint64(len(ps)), Events: c.Executed(), Verified: cfg.Transport.Payload == config.PayloadReal,
 		LineRateBps: float64(c.hostRate()) * float64(c.Topo.Planes)}
 	if c.SinglePlane() {

@@ -41,21 +41,8 @@ func runPartPerm(t testing.TB, cfg config.Config, parts, workers int, size uint6
 // runPerm runs the permutation on a built cluster (partitioned or not).
 func runPerm(t testing.TB, c *Cluster, size uint64) partResult {
 	t.Helper()
-	cfg := c.Config
 	defer c.Close()
-	perm := Derangement(cfg.Seed, len(c.Hosts))
-	var trs []*Transfer
-	for a, b := range perm {
-		ps, err := c.Connect(a, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(b, size, nil), size, size/2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-	}
+	trs := startPerm(t, c, size)
 	c.Run()
 	var r partResult
 	var b strings.Builder
@@ -80,6 +67,25 @@ func runPerm(t testing.TB, c *Cluster, size uint64) partResult {
 		}
 	}
 	return r
+}
+
+// startPerm starts the permutation: every host h sends size bytes to
+// perm[h] on one QP, in work requests of size/2.
+func startPerm(t testing.TB, c *Cluster, size uint64) []*Transfer {
+	t.Helper()
+	var trs []*Transfer
+	for a, b := range Derangement(c.Config.Seed, len(c.Hosts)) {
+		ps, err := c.Connect(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(b, size, nil), size, size/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, tr)
+	}
+	return trs
 }
 
 func fatTreeCfg(t testing.TB, k int) config.Config {

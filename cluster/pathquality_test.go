@@ -42,26 +42,8 @@ func runPathQuality(t testing.TB, c *Cluster, size uint64) pqResult {
 	if c.PathQuality == nil {
 		t.Fatal("fabric.pathQuality on, but no control plane")
 	}
-	var trs []*Transfer
-	for a, b := range Derangement(c.Config.Seed, len(c.Hosts)) {
-		ps, err := c.Connect(a, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := c.StartTransfer(ps[0], c.Region(a, size, nil), c.Region(b, size, nil), size, size/2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-	}
-	c.RunWhile(func() bool {
-		for _, tr := range trs {
-			if !tr.Done() {
-				return true
-			}
-		}
-		return false
-	})
+	trs := startPerm(t, c, size)
+	c.RunWhile(func() bool { return !AllDone(trs) })
 	c.RunUntil(c.Now() + sim.Time(50_000)) // the window boundary RunWhile stopped at is the same for every partitioning
 	var r pqResult
 	var b bytes.Buffer
@@ -108,6 +90,7 @@ func TestPartitionedPathQuality(t *testing.T) {
 	if st.Samples == 0 || st.UpdatesSent == 0 || st.HDCRecords == 0 {
 		t.Fatalf("the run does not exercise the control plane: %+v", st)
 	}
+	t.Logf("single loop: %+v, %d bytes of samples, %d of adverts, %d of HDC records", st, len(ref.samples), len(ref.adverts), len(ref.hdc))
 	builds := map[string]func() (*Cluster, error){
 		"parts 2 workers 2": func() (*Cluster, error) { return NewPartitioned(cfg, 2, 2) },
 		"classic loop":      func() (*Cluster, error) { return NewForWorkers(cfg, 0) },
@@ -158,5 +141,48 @@ func TestPathQualityWiring(t *testing.T) {
 			t.Errorf("%v: Apply %v, want %v", tc.sets, c.PathQuality.Config().Apply, tc.apply)
 		}
 		c.Close()
+	}
+}
+
+// Every transport kind that runs under ecmp runs under pathquality with
+// the control plane setting weights mid-transfer: RoCE and MRC hash per
+// flow onto the weighted buckets, the mprdma kinds' path addresses still
+// pin their path (every spine carries data). The bytes arrive intact.
+func TestPathQualityTransportKinds(t *testing.T) {
+	for _, kind := range []string{config.TransportRoCE, config.TransportMRC, config.TransportMPRDMA, config.TransportRandom, config.TransportOrderRE} {
+		t.Run(kind, func(t *testing.T) {
+			c := mprdmaLeafSpine(t, kind, config.ForwardingPathQuality, "fabric.pathQuality.samplePeriod=5us",
+				"fabric.pathQuality.advertisePeriod=10us", "fabric.pathQuality.controlDelay=1us")
+			if c.PathQuality == nil {
+				t.Fatal("no control plane under forwarding pathquality")
+			}
+			const n = 4 << 20
+			ps, err := c.Connect(0, 15)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, dst := c.Region(0, n, randomFill(5)), c.Region(15, n, nil)
+			tr, err := c.StartTransfer(ps[0], src, dst, n, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Loop.RunWhile(func() bool { return !tr.Done() || tr.RecvImmAt == 0 })
+			if len(tr.Errors) > 0 || tr.Completed != n || !bytes.Equal(src.Buf, dst.Buf) {
+				t.Fatalf("%d errors, %d of %d bytes, intact %v", len(tr.Errors), tr.Completed, n, bytes.Equal(src.Buf, dst.Buf))
+			}
+			st := c.PathQuality.Stats()
+			if st.WeightChanges == 0 {
+				t.Errorf("no weights set during the transfer: %+v", st)
+			}
+			shares := spineShares(c)
+			t.Logf("%s: %s, spines %v, control plane %+v", kind, gbps(tr.GoodputBps()), shares, st)
+			if config.IsMPRDMAKind(kind) {
+				for i, s := range shares {
+					if s == 0 {
+						t.Errorf("spine %d carried nothing: path addresses do not reach every path", i)
+					}
+				}
+			}
+		})
 	}
 }

@@ -49,14 +49,7 @@ func fanOut(t testing.TB, peers int, sets ...string) (planes []int, tx [][]uint6
 			trs = append(trs, tr)
 		}
 	}
-	c.Loop.RunWhile(func() bool {
-		for _, tr := range trs {
-			if !tr.Done() {
-				return true
-			}
-		}
-		return false
-	})
+	c.Loop.RunWhile(func() bool { return !AllDone(trs) })
 	for i, tr := range trs {
 		if !tr.Done() || len(tr.Errors) > 0 {
 			t.Fatalf("transfer %d: done %v, %d errors", i, tr.Done(), len(tr.Errors))

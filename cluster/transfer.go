@@ -67,6 +67,16 @@ func (c *Cluster) StartTransfer(p Pair, src, dst *verbs.MR, length, chunk uint64
 // Done reports whether every work request completed (OK or not).
 func (t *Transfer) Done() bool { return t.doneWRs == t.wrs }
 
+// AllDone reports whether every transfer of trs is Done.
+func AllDone(trs []*Transfer) bool {
+	for _, t := range trs {
+		if !t.Done() {
+			return false
+		}
+	}
+	return true
+}
+
 // GoodputBps is the completed bytes over the transfer's duration.
 func (t *Transfer) GoodputBps() float64 {
 	if t.End <= t.Start {

@@ -369,7 +369,7 @@ type HostConfig struct {
 type TransportConfig struct {
 	// Kind is "mrc", "roce", or one of the multipath RDMA kinds "mprdma",
 	// "random" and "orderre" (package mprdma; they need fabric.forwarding
-	// ecmp or static).
+	// ecmp, static or pathquality).
 	Kind string `mapstructure:"kind" yaml:"kind" json:"kind"`
 	// QPsPerConnection is how many QPs connect each pair of hosts that
 	// talk (RoCE spreads them over planes and ECMP paths); 1..64.

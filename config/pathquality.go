@@ -163,8 +163,7 @@ var pathQualityProbes = []struct {
 }
 
 // pathQualityRanges is each key's allowed range as pathquality's Validate
-// words it ("field: reason (allowed range), got value": the parenthesized
-// range, or the whole reason), keyed by the full config path: Schema and
+// words it ("field: must be <range>, got value"), keyed by the full config path: Schema and
 // docs/config.md show what the control plane enforces without a second
 // copy of its bounds here.
 var pathQualityRanges = sync.OnceValue(func() map[string]string {
@@ -182,7 +181,12 @@ var pathQualityRanges = sync.OnceValue(func() map[string]string {
 		if !ok || field != p.key {
 			continue
 		}
-		out[pathQualityPrefix+p.key] = rangeOf(reason)
+		r := rangeOf(reason)
+		if p.key == "advertisePeriod" {
+			// Its lower bound is samplePeriod's value: name the key.
+			r = strings.Replace(r, c.SamplePeriod.String()+"..", "samplePeriod..", 1)
+		}
+		out[pathQualityPrefix+p.key] = r
 	}
 	return out
 })
@@ -200,14 +204,10 @@ func splitPathQualityError(err error) (field, rest string, ok bool) {
 	return strings.Cut(err.Error(), ": ")
 }
 
-// rangeOf is the allowed range in a "reason (range), got value" message:
-// the last parenthesized text before ", got", else the reason without its
-// value.
+// rangeOf is the allowed range a "reason, got value" message states: the
+// reason without its value and without "must be".
 func rangeOf(msg string) string {
 	reason, _, _ := strings.Cut(msg, ", got ")
-	if i := strings.LastIndex(reason, "("); i >= 0 && strings.HasSuffix(reason, ")") {
-		return reason[i+1 : len(reason)-1]
-	}
 	return strings.TrimPrefix(reason, "must be ")
 }
 

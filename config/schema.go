@@ -56,7 +56,6 @@ var inlineRules = map[string]string{
 	"fabric.queue.pfc.watchdog.restoration": `or "": 2 × detection`,
 	"fabric.torMulticast.mode":              `auto: on when transport.kind is orderre; on (or auto, on) needs fabric.forwarding ecmp, static or pathquality`,
 	"fabric.pathQuality.mode":               "checked always; auto: on when fabric.forwarding is pathquality; on under ecmp, static or usid measures and advertises without steering; off is refused with forwarding pathquality",
-	"fabric.pathQuality.queueRefBytes":      "0 = the port's buffer",
 	"fabric.pathQuality.delayRef":           "0s = 10 × hdc.rdmaThreshold",
 	"host.tcp":                              "true needs host.netstack",
 	"output.dir":                            "not empty",

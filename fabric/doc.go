@@ -2,9 +2,11 @@
 // Ethernet/IPv6 header bytes, links (rate, propagation delay, up/down, loss
 // and corruption hooks), ports with per-class egress queues (strict
 // priority, RED/ECN marking, trimming, PFC and its watchdog), switches
-// (ECMP, SRv6 uSID shift-and-forward, static FIB: one file per forwarding
-// mode, forward_*.go), the topologies built from them (multi-plane 2-tier
-// Clos, k-ary fat-tree), the addressing plan, counters and Graphviz export.
+// (ECMP, weighted path-quality ECMP, SRv6 uSID shift-and-forward, static
+// FIB: one file per forwarding mode, forward_*.go), the topologies built
+// from them (multi-plane 2-tier Clos, k-ary fat-tree), the addressing plan,
+// counters, the ASIC telemetry and high-delay capture a control plane reads
+// (telemetry.go, hdc.go) and Graphviz export.
 // The hot structs' cache-line layout is layout.go's, the prefetch stages
 // that rely on it prefetch.go's.
 //

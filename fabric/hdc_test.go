@@ -3,6 +3,7 @@ package fabric
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,10 @@ func TestHDCCapturesExactlyAboveThreshold(t *testing.T) {
 			otherD = append(otherD, d)
 		}
 	}
-	pick := func(ds []time.Duration) time.Duration { // a delay some frames exceed and some do not
+	// The lowest delay that 3 frames exceed and 3 frames are below: most
+	// frames are captured, and the choice does not depend on map order.
+	pick := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
 		for _, d := range ds {
 			above, below := 0, 0
 			for _, e := range ds {
@@ -369,4 +373,50 @@ func FuzzIsRoCEv2(f *testing.F) {
 	f.Add(BuildFrame(pool, FrameSpec{Payload: 10, Outer: &a}).Data)
 	f.Add(BuildFrame(pool, FrameSpec{Payload: 10}).Data)
 	f.Fuzz(func(t *testing.T, b []byte) { IsRoCEv2(b) })
+}
+
+// TestHDCTrimmedAndDeviceFrames: frames a device puts straight on a
+// switch port have IngressPort -1 (the switch did not forward them), and
+// trimmed headers are captured in their own class with their trimmed
+// length.
+func TestHDCTrimmedAndDeviceFrames(t *testing.T) {
+	loop := sim.NewLoop(sim.Options{Seed: 1})
+	topo := smallClos(t, loop, 1, 2, 2, 1, DefaultOptions(ForwardECMP))
+	attach(topo)
+	out := topo.HostPorts[1][0].Peer
+	cfg := *out.Config()
+	cfg.BufferBytes = 3000
+	out.SetConfig(&cfg)
+	col, err := out.Owner.(*Switch).EnableHDC(HDCConfig{RDMAThreshold: 1, OtherThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame the switch forwarded earlier leaves a stale stamp behind
+	// unless the port clears it: give the frames one.
+	for i := 0; i < 10; i++ {
+		p := BuildFrame(topo.Pool, FrameSpec{Src: topo.HostAddr(0, 0), Dst: topo.HostAddr(1, 0), DSCP: DSCPTrimmable, Payload: 1000, Stored: -1, Seq: uint32(i)})
+		p.hopIn = 3
+		out.Enqueue(p)
+	}
+	loop.Run()
+	var data, trimmed int
+	for _, r := range col.Records {
+		if r.IngressPort != -1 {
+			t.Errorf("a device's frame recorded from ingress port %d", r.IngressPort)
+		}
+		switch r.QueueID {
+		case ClassData:
+			data++
+		case ClassTrimmed:
+			trimmed++
+			if r.OrigLen != cfg.Trim.Size || r.SnapLen != cfg.Trim.Size {
+				t.Errorf("trimmed record: orig len %d snap %d, want %d", r.OrigLen, r.SnapLen, cfg.Trim.Size)
+			}
+		}
+	}
+	// The first frame leaves at once (no delay); two fit the buffer
+	// behind it, the other seven are trimmed.
+	if data != 2 || trimmed != 7 || out.Counters.Trims != 7 {
+		t.Errorf("captured %d data and %d trimmed frames (port trimmed %d), want 2 and 7", data, trimmed, out.Counters.Trims)
+	}
 }

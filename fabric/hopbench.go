@@ -18,6 +18,9 @@ type HopBench struct {
 }
 
 // NewHopBench builds the bench in the given forwarding mode, warmed up.
+// Under pathquality every switch's multipath groups are weighted 1:2:3:4
+// (SetPathWeights), so that the bench measures the weighted bucket
+// lookup, not its unweighted ECMP fallback.
 func NewHopBench(mode ForwardingMode) (*HopBench, error) {
 	loop := sim.NewLoop(sim.Options{Seed: 1})
 	topo, err := BuildClos(loop, ClosSpec{Planes: 1, HostsPerT0: 2, T0: 2, T1: 4, HostRate: 100e9, FabricRate: 100e9, HostDelay: 500, FabricDelay: 1000}, DefaultOptions(mode))
@@ -31,8 +34,55 @@ func NewHopBench(mode ForwardingMode) (*HopBench, error) {
 	for h := range topo.HostPorts {
 		topo.HostPorts[h][0].Owner = b
 	}
+	if mode == ForwardPathQuality {
+		for _, s := range topo.Switches {
+			for sub := 0; sub < s.NumSubnets(); sub++ {
+				g := s.NextHops(sub)
+				if len(g) < 2 {
+					continue
+				}
+				w := make([]float64, len(g))
+				for i := range w {
+					w[i] = float64(i + 1)
+				}
+				if _, err := s.SetPathWeights(sub, w); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	b.Run(200_000)
 	return b, nil
+}
+
+// Observe turns on what a path-quality control plane reads: telemetry at
+// every switch port and high-delay capture (default thresholds) at every
+// switch, then warms up again. The bench's queues stay far below the
+// thresholds: Captures reports what was captured (0 expected), so the
+// bench measures the cost of watching, not of recording.
+func (b *HopBench) Observe() error {
+	for _, s := range b.Topo.Switches {
+		for _, pt := range s.Ports {
+			pt.EnableTelemetry()
+		}
+		if _, err := s.EnableHDC(HDCConfig{}); err != nil {
+			return err
+		}
+	}
+	b.Run(200_000)
+	return nil
+}
+
+// Captures returns the HDC captures of every switch so far.
+func (b *HopBench) Captures() (n uint64) {
+	for _, s := range b.Topo.Switches {
+		if c := s.HDC(); c != nil {
+			for _, t := range c.Total {
+				n += t.Records
+			}
+		}
+	}
+	return n
 }
 
 // Run forwards about n packet-hops and returns the events executed.

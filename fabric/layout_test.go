@@ -44,6 +44,17 @@ func TestHotLayout(t *testing.T) {
 	if o := unsafe.Offsetof(sw.Counters); o != cacheLine {
 		t.Errorf("Switch's counters start at %d, not %d", o, cacheLine)
 	}
+	// Fields only high-delay capture and telemetry touch stay out of the
+	// hot lines: a fabric without them never loads their lines.
+	if o := unsafe.Offsetof(p.hopIn); o < cacheLine {
+		t.Errorf("Packet.hopIn at %d, in the per-hop line", o)
+	}
+	if o := unsafe.Offsetof(pt.obs); o < 2*cacheLine {
+		t.Errorf("Port.obs at %d, in a hot line", o)
+	}
+	if o := unsafe.Offsetof(sw.hdcOn); o >= cacheLine {
+		t.Errorf("Switch.hdcOn at %d, not in the forwarding line", o)
+	}
 	if s := unsafe.Sizeof(linePacket{}); s != 2*cacheLine {
 		t.Errorf("a padded Packet is %d bytes, want %d (two lines)", s, 2*cacheLine)
 	}

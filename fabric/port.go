@@ -204,7 +204,8 @@ type portQueues struct {
 }
 
 // qpush appends p to class c's queue (the port's queues exist) and
-// accounts its bytes.
+// accounts its bytes. Its one caller, enqueue, does the telemetry: with
+// it here qpush would no longer inline.
 func (pt *Port) qpush(c uint8, p *Packet) {
 	pt.queues[c].push(p)
 	pt.qmask |= 1 << c
@@ -212,9 +213,6 @@ func (pt *Port) qpush(c uint8, p *Packet) {
 		pt.hdrBytes += int32(p.WireLen)
 	} else {
 		pt.bytes += int32(p.WireLen)
-	}
-	if pt.feat&featTele != 0 {
-		pt.teleNote(int(c), p.WireLen)
 	}
 }
 
@@ -444,6 +442,9 @@ func (pt *Port) enqueue(p *Packet) {
 	}
 	p.EnqAt = pt.loop.Now()
 	pt.qpush(c, p)
+	if pt.feat&featTele != 0 {
+		pt.teleNote(int(c), p.WireLen)
+	}
 	qc := &pq.qc[c]
 	qc.EnqPackets++
 	if b := pt.queues[c].bytes; b > qc.MaxBytes {

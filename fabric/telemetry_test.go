@@ -6,19 +6,14 @@ import (
 	"github.com/vcluster/vcluster/sim"
 )
 
-// slowPair returns port a sending to a recvHost at 1 Gb/s (8 ns a byte),
-// so that queueing times are round numbers of nanoseconds.
+// slowPair is portPair with a 1 Gb/s link from a (8 ns a byte, no
+// propagation delay), so that queueing times are round numbers of
+// nanoseconds.
 func slowPair(loop *sim.Loop) (*Port, *recvHost, *Pool) {
 	cfg := DefaultPortConfig()
 	cfg.ECN.Enabled = false
-	pool := NewPool(9216)
-	a := NewPort(loop, pool, "a", cfg)
-	b := NewPort(loop, pool, "b", cfg)
-	h := &recvHost{loop: loop}
-	b.Owner = h
-	a.Tx = NewLink(loop, "a>b", 1e9, 0, b)
-	b.Tx = NewLink(loop, "b>a", 1e9, 0, a)
-	a.Peer, b.Peer = b, a
+	a, h, pool := portPair(loop, cfg)
+	a.Tx = NewLink(loop, "a>b", 1e9, 0, a.Peer)
 	return a, h, pool
 }
 

@@ -2,7 +2,9 @@ package faults
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/vcluster/vcluster/fabric"
@@ -115,6 +117,7 @@ type Injector struct {
 	loss     map[*fabric.Link]*layered
 	corr     map[*fabric.Link]*layered
 	delay    map[*fabric.Link]*delays
+	rates    map[*fabric.Link]*rates
 	storms   map[int]*storm
 	flaps    map[int]*flapper
 	holes    map[*fabric.Switch]int
@@ -130,6 +133,13 @@ type layered struct {
 type delays struct {
 	base  time.Duration
 	extra []time.Duration
+}
+
+// rates is a link's rate before any capacity fault and the fractions of it
+// the faults on it leave (they multiply).
+type rates struct {
+	base  uint64
+	fracs []float64
 }
 
 type storm struct {
@@ -154,7 +164,7 @@ func NewInjector(topo *fabric.Topology, s sim.Scheduler, plan *Plan, seed uint64
 	return &Injector{Topo: topo, Sched: s, Plan: plan, Rec: rec, targets: ts, seed: seed,
 		res:      newResolver(topo, sim.NewStream(seed, "faults/dynamic")),
 		linkDown: map[*fabric.Link]int{}, swDown: map[*fabric.Switch]int{},
-		loss: map[*fabric.Link]*layered{}, corr: map[*fabric.Link]*layered{}, delay: map[*fabric.Link]*delays{},
+		loss: map[*fabric.Link]*layered{}, corr: map[*fabric.Link]*layered{}, delay: map[*fabric.Link]*delays{}, rates: map[*fabric.Link]*rates{},
 		storms: map[int]*storm{}, flaps: map[int]*flapper{}, holes: map[*fabric.Switch]int{}}, nil
 }
 
@@ -194,6 +204,11 @@ func (in *Injector) apply(i int) {
 	case Loss, Degrade, BitErrors:
 		for _, l := range in.dirLinks(ev, t) {
 			in.addImpair(i, ev, l)
+		}
+		if ev.Kind == Degrade && ev.Params["capacity"] != "" {
+			for _, l := range capacityLinks(ev, t) {
+				in.addRate(l, ev.float("capacity", 1))
+			}
 		}
 	case Latency:
 		for _, l := range in.dirLinks(ev, t) {
@@ -244,6 +259,11 @@ func (in *Injector) undo(i int) {
 		for _, l := range in.dirLinks(ev, t) {
 			in.removeImpair(i, ev, l)
 		}
+		if ev.Kind == Degrade && ev.Params["capacity"] != "" {
+			for _, l := range capacityLinks(ev, t) {
+				in.removeRate(l, ev.float("capacity", 1))
+			}
+		}
 	case Latency:
 		for _, l := range in.dirLinks(ev, t) {
 			in.removeDelay(l, ev.dur("delay", 0))
@@ -278,7 +298,18 @@ func (in *Injector) dirLinks(ev *Event, t *Target) []*fabric.Link {
 	if ev.Kind == Degrade {
 		def = "forward"
 	}
-	dir := ev.str("direction", def)
+	return linksIn(t, ev.str("direction", def))
+}
+
+// capacityLinks returns the link directions a degrade's capacity acts on:
+// both unless direction says otherwise (a link that trains down to fewer
+// lanes or a lower speed is slower both ways).
+func capacityLinks(ev *Event, t *Target) []*fabric.Link {
+	return linksIn(t, ev.str("direction", "both"))
+}
+
+// linksIn returns the directions dir of t's cables.
+func linksIn(t *Target, dir string) []*fabric.Link {
 	var out []*fabric.Link
 	for _, c := range t.Cables {
 		if dir != "reverse" {
@@ -591,6 +622,44 @@ func (in *Injector) removeDelay(l *fabric.Link, d time.Duration) {
 	if len(ds.extra) == 0 {
 		delete(in.delay, l)
 	}
+}
+
+// addRate scales l's rate by frac (a degrade's capacity): its sending
+// port serializes every later frame at the lower rate. Frames are never
+// touched, only timed.
+func (in *Injector) addRate(l *fabric.Link, frac float64) {
+	r := in.rates[l]
+	if r == nil {
+		r = &rates{base: l.Rate}
+		in.rates[l] = r
+	}
+	r.fracs = append(r.fracs, frac)
+	l.Rate = r.rate()
+}
+
+// removeRate undoes one addRate(l, frac): the base rate back once no
+// capacity fault is left on l.
+func (in *Injector) removeRate(l *fabric.Link, frac float64) {
+	r := in.rates[l]
+	if r == nil {
+		return
+	}
+	if k := slices.Index(r.fracs, frac); k >= 0 {
+		r.fracs = slices.Delete(r.fracs, k, k+1)
+	}
+	l.Rate = r.rate()
+	if len(r.fracs) == 0 {
+		delete(in.rates, l)
+	}
+}
+
+// rate is the base rate times every fraction, at least 1 bit/s.
+func (r *rates) rate() uint64 {
+	f := float64(r.base)
+	for _, x := range r.fracs {
+		f *= x
+	}
+	return max(1, uint64(math.Round(f)))
 }
 
 func (in *Injector) stormTick(st *storm) {

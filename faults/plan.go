@@ -38,7 +38,7 @@ const (
 	LinkFlap     Kind = "link_flap"     // down/up cycles: period, count, jitter, down
 	Loss         Kind = "loss"          // random loss: rate, model (bernoulli|gilbert), burst, direction
 	BitErrors    Kind = "bit_errors"    // ber → frames fail FCS, direction
-	Degrade      Kind = "degrade"       // one-way gray failure: loss and/or delay, direction (default forward)
+	Degrade      Kind = "degrade"       // gray failure: loss and/or delay (default forward), capacity (default both ways), direction
 	Latency      Kind = "latency"       // extra propagation delay: delay, direction
 	SwitchDown   Kind = "switch_down"   // the switch crashes; back (tables intact) at the end
 	SwitchReboot Kind = "switch_reboot" // down for boot (default: the duration), then back
@@ -55,7 +55,7 @@ var Kinds = map[Kind][]string{
 	LinkFlap:     {"period", "count", "jitter", "down"},
 	Loss:         {"rate", "model", "burst", "direction"},
 	BitErrors:    {"ber", "direction"},
-	Degrade:      {"loss", "delay", "direction"},
+	Degrade:      {"loss", "delay", "capacity", "direction"},
 	Latency:      {"delay", "direction"},
 	SwitchDown:   {},
 	SwitchReboot: {"boot"},
@@ -427,6 +427,12 @@ func checkParams(ev *Event) []paramErr {
 			if err == nil && (f < 0 || f > 1) {
 				err = fmt.Errorf("%v is outside 0..1", f)
 			}
+		case "capacity":
+			var f float64
+			f, err = parseFraction(v)
+			if err == nil && !(f > 0 && f <= 1) {
+				err = fmt.Errorf("%v is outside (0, 1]: the fraction of the link's rate left (1: full rate)", f)
+			}
 		case "burst":
 			var f float64
 			f, err = parseFloat(v)
@@ -450,8 +456,8 @@ func checkParams(ev *Event) []paramErr {
 			ok[k] = true
 		}
 	}
-	if ev.Kind == Degrade && ev.Params["loss"] == "" && ev.Params["delay"] == "" {
-		out = append(out, paramErr{"loss", "degrade needs loss and/or delay"})
+	if ev.Kind == Degrade && ev.Params["loss"] == "" && ev.Params["delay"] == "" && ev.Params["capacity"] == "" {
+		out = append(out, paramErr{"loss", "degrade needs loss, delay and/or capacity"})
 	}
 	if ev.Kind == BlackHole && ev.Params["usid"] == "" {
 		out = append(out, paramErr{"usid", "black_hole needs the uSID prefix (a switch name, host:h<N>/p<P> or a 16-bit number)"})

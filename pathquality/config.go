@@ -15,9 +15,6 @@ const (
 	DefaultDampingFraction = 0.1
 	DefaultDampingMinGbps  = 1.0
 	DefaultControlDelay    = 100 * time.Microsecond
-	DefaultRDMAThreshold   = 5 * time.Microsecond
-	DefaultOtherThreshold  = 50 * time.Microsecond
-	DefaultMaxRecords      = 100000
 	// delayRefFactor: DelayRef defaults to this many RDMA thresholds.
 	delayRefFactor = 10
 )
@@ -45,18 +42,7 @@ func (c Config) WithDefaults() Config {
 	if c.ControlDelay == 0 {
 		c.ControlDelay = DefaultControlDelay
 	}
-	if c.HDC.RDMAThreshold == 0 {
-		c.HDC.RDMAThreshold = DefaultRDMAThreshold
-	}
-	if c.HDC.OtherThreshold == 0 {
-		c.HDC.OtherThreshold = DefaultOtherThreshold
-	}
-	if c.HDC.SnapLen == 0 {
-		c.HDC.SnapLen = fabric.HDCSnapLen
-	}
-	if c.HDC.MaxRecords == 0 {
-		c.HDC.MaxRecords = DefaultMaxRecords
-	}
+	c.HDC = c.HDC.WithDefaults()
 	if c.DelayRef == 0 {
 		c.DelayRef = delayRefFactor * c.HDC.RDMAThreshold
 	}

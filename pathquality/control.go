@@ -21,6 +21,7 @@ type ControlPlane struct {
 
 	stats      Stats
 	adverts    []advert
+	sent       []sentUpdate
 	ticks      []sim.Time // the sample times (every port's series has one sample each)
 	nextSample sim.Time
 	nextAdvert sim.Time
@@ -43,6 +44,12 @@ type switchCP struct {
 	sentOnce   []bool
 	path       []float64
 	weights    [][]float64
+	// setFor[d], setW[d]: the next-hop group the switch's table toward d
+	// was last set for and the weights set (nil: none; a reconvergence
+	// replaces the group, which makes the table stale).
+	setFor [][]int32
+	setW   [][]float64
+	dirty  []bool // receive: d is queued for recomputation
 }
 
 // portCP is the sampler's state of one switch port, and what the
@@ -65,12 +72,12 @@ type portCP struct {
 	series []sample // the TSDB: one per tick
 }
 
-// sample is one sampler period of one port.
+// sample is one sampler period of one port as the series keeps it
+// (32 bytes: float32 holds more digits than the CSV writes).
 type sample struct {
-	util, meanQ, score, quality float64
-	watermark                   int
+	util, meanQ, score, quality float32
+	watermark, hdc              uint32
 	delay                       time.Duration
-	hdc                         uint64
 }
 
 // advert is one advertisement decision.
@@ -109,7 +116,8 @@ func New(topo *fabric.Topology, sched sim.Scheduler, cfg Config) (*ControlPlane,
 			addr:       fabric.USIDAddr(s.USID),
 			ports:      make([]portCP, len(s.Ports)),
 			advertised: make([]float64, n), sentOnce: make([]bool, n),
-			path: make([]float64, n), weights: make([][]float64, n)}
+			path: make([]float64, n), weights: make([][]float64, n),
+			setFor: make([][]int32, n), setW: make([][]float64, n), dirty: make([]bool, n)}
 		cp.sw = append(cp.sw, sc)
 		bySwitch[s] = sc
 	}
@@ -234,40 +242,41 @@ func (cp *ControlPlane) sample(now sim.Time) {
 			s := cp.measure(pc, snap, hd)
 			pc.series = append(pc.series, s)
 			pc.prev = snap
-			pc.scoreSum += s.score
+			pc.scoreSum += pc.last.Score
 			pc.scoreN++
 			cp.stats.Samples++
 		}
 	}
 }
 
-// measure differences snap against the port's previous reading and
-// scores the period.
+// measure differences snap against the port's previous reading, scores
+// the period into pc.last and returns its point of the series.
 func (cp *ControlPlane) measure(pc *portCP, snap fabric.PortSnapshot, hd fabric.HDCPortDelay) sample {
 	prev := pc.prev
-	var s sample
+	var util, meanQ float64
+	var delay time.Duration
+	var wm int
 	dt := float64(snap.At - prev.At)
 	if dt > 0 && snap.RateBps > 0 {
-		s.util = min(1, max(0, float64(snap.TxBytes-prev.TxBytes)*8/(dt/1e9*float64(snap.RateBps))))
+		util = min(1, max(0, float64(snap.TxBytes-prev.TxBytes)*8/(dt/1e9*float64(snap.RateBps))))
 	}
 	var occ uint64
 	for c := range snap.OccupancyByteNanos {
 		occ += snap.OccupancyByteNanos[c] - prev.OccupancyByteNanos[c]
-		s.watermark = max(s.watermark, snap.Watermark[c])
+		wm = max(wm, snap.Watermark[c])
 	}
 	if dt > 0 {
-		s.meanQ = float64(occ) / dt
+		meanQ = float64(occ) / dt
 	}
 	if tx := snap.TxPackets - prev.TxPackets; tx > 0 {
-		s.delay = hd.SumLatency / time.Duration(tx)
+		delay = hd.SumLatency / time.Duration(tx)
 	}
-	s.hdc = hd.Records
-	s.score = cp.score(pc.p, s.util, s.meanQ, s.delay)
+	score := cp.score(pc.p, util, meanQ, delay)
 	c := capacityGbps(pc.p)
-	s.quality = c * s.score
-	pc.last.CapacityGbps, pc.last.Utilization, pc.last.MeanQueueBytes = c, s.util, s.meanQ
-	pc.last.MeanDelay, pc.last.Score, pc.last.QualityGbps = s.delay, s.score, s.quality
-	return s
+	pc.last.CapacityGbps, pc.last.Utilization, pc.last.MeanQueueBytes = c, util, meanQ
+	pc.last.MeanDelay, pc.last.Score, pc.last.QualityGbps = delay, score, c*score
+	return sample{util: float32(util), meanQ: float32(meanQ), score: float32(score), quality: float32(c * score),
+		watermark: uint32(min(wm, math.MaxUint32)), hdc: uint32(min(hd.Records, math.MaxUint32)), delay: delay}
 }
 
 // score is the documented formula: the weighted mean of the available
@@ -337,6 +346,7 @@ func (cp *ControlPlane) advertise(sc *switchCP, now sim.Time, initial bool) {
 		msg := EncodeUpdate(cp.update(sc, d, pb))
 		for _, i := range nbrs {
 			out = append(out, delivery{to: sc.ports[i].peer, port: sc.ports[i].peerAt, msg: msg})
+			cp.sent = append(cp.sent, sentUpdate{at: now, from: sc, port: int32(i), msg: msg})
 			cp.stats.UpdatesSent++
 			cp.stats.UpdateBytes += uint64(len(msg))
 		}
@@ -356,8 +366,14 @@ type delivery struct {
 }
 
 // receive applies updates at their neighbours: each decodes its bytes
-// (the wire format is what carries the value) and reweights the subnet.
+// (the wire format is what carries the value); then every (switch,
+// subnet) that heard one is recomputed once, in order of arrival.
 func (cp *ControlPlane) receive(out []delivery) {
+	type key struct {
+		sc *switchCP
+		d  int
+	}
+	var todo []key
 	for _, m := range out {
 		u, err := DecodeUpdate(m.msg)
 		if err != nil {
@@ -369,7 +385,14 @@ func (cp *ControlPlane) receive(out []delivery) {
 			continue
 		}
 		pc.rx[d] = u.Gbps()
-		cp.route(m.to, d)
+		if !m.to.dirty[d] {
+			m.to.dirty[d] = true
+			todo = append(todo, key{m.to, d})
+		}
+	}
+	for _, k := range todo {
+		k.sc.dirty[k.d] = false
+		cp.route(k.sc, k.d)
 	}
 }
 
@@ -389,7 +412,10 @@ func (cp *ControlPlane) route(sc *switchCP, d int) float64 {
 		return c
 	}
 	g := sc.s.NextHops(d)
-	w := make([]float64, len(g))
+	w := sc.weights[d]
+	if len(w) != len(g) {
+		w = make([]float64, len(g))
+	}
 	var pb float64
 	for i, n := range g {
 		pc := &sc.ports[n]
@@ -410,17 +436,21 @@ func (cp *ControlPlane) apply(sc *switchCP, d int, w []float64) {
 	if !cp.cfg.Apply || len(w) < 2 {
 		return
 	}
-	cur, _ := sc.s.PathWeights(d)
-	if cur != nil && slices.Equal(cur, w) {
+	g := sc.s.NextHops(d)
+	// The table is current when it was set for this very group (groups
+	// are replaced, never edited).
+	current := len(sc.setFor[d]) == len(g) && &sc.setFor[d][0] == &g[0]
+	if current && slices.Equal(sc.setW[d], w) {
 		return
 	}
 	moved, err := sc.s.SetPathWeights(d, w)
 	if err != nil {
 		panic("pathquality: " + err.Error()) // the weights are finite, ≥ 0 and sized to the group
 	}
+	sc.setFor[d], sc.setW[d] = g, append(sc.setW[d][:0], w...)
 	// A first table (at New, or after reconvergence replaced the group)
 	// is not a change of weights.
-	if cur != nil && moved > 0 {
+	if current && moved > 0 {
 		cp.stats.WeightChanges++
 		cp.stats.BucketsMoved += uint64(moved)
 	}

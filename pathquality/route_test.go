@@ -22,7 +22,7 @@ func TestStaticDegradeKnownAtSessionUp(t *testing.T) {
 	r := newRig(t, 1, 2, 2)
 	r.setCableRate(1, 0, 25e9)
 	cp := mustNew(t, r, scaled)
-	r.loop.RunUntil(sim.Time(scaled.ControlDelay))
+	r.runUntil(sim.Time(scaled.ControlDelay))
 	if got := route(t, cp, "p0.t1.0", 1).Advertised; got != 25 {
 		t.Fatalf("t1.0 advertises %v Gb/s toward subnet 1, want 25", got)
 	}
@@ -57,11 +57,17 @@ type degradeRun struct {
 	suppressed  map[sim.Time]uint64
 	samples     []byte
 	adverts     []byte
+	hdc         []byte
 	updatesSent map[sim.Time]uint64
 }
 
 func runDegrade(t testing.TB, cfg Config) *degradeRun {
-	r := newRig(t, 2, 2, 2)
+	return runDegradeOn(t, newRig(t, 2, 2, 2), cfg, 25e9)
+}
+
+// runDegradeOn runs the degradation on r (its link at low during the
+// degraded millisecond).
+func runDegradeOn(t testing.TB, r *rig, cfg Config, low uint64) *degradeRun {
 	cp := mustNew(t, r, cfg)
 	d := &degradeRun{r: r, cp: cp, tx: map[sim.Time][]uint64{}, wAt: map[sim.Time][]float64{},
 		suppressed: map[sim.Time]uint64{}, updatesSent: map[sim.Time]uint64{}}
@@ -71,7 +77,7 @@ func runDegrade(t testing.TB, cfg Config) *degradeRun {
 	react := sim.Time(cfg.SamplePeriod + cfg.AdvertisePeriod + cfg.ControlDelay)
 	marks := []sim.Time{500 * us, 1000 * us, 1000*us + react, 2000 * us, 2000*us + react, 3000 * us, 3000*us + react, 4000 * us}
 	for _, m := range marks {
-		r.loop.At(m, func() {
+		r.sched.At(m, func() {
 			d.tx[m] = r.spineTx()
 			w, _ := r.topo.Switch("p0.t0.0").PathWeights(1)
 			d.wAt[m] = w
@@ -79,10 +85,10 @@ func runDegrade(t testing.TB, cfg Config) *degradeRun {
 			d.updatesSent[m] = cp.Stats().UpdatesSent
 		})
 	}
-	r.loop.At(1000*us, func() { r.setCableRate(1, 0, 25e9) })
-	r.loop.At(2000*us, func() { r.setCableRate(1, 0, 100e9) })
-	r.loop.At(3000*us, func() { r.setCableRate(1, 0, 95e9) })
-	r.loop.RunUntil(4000 * us)
+	r.sched.At(1000*us, func() { r.setCableRate(1, 0, low) })
+	r.sched.At(2000*us, func() { r.setCableRate(1, 0, 100e9) })
+	r.sched.At(3000*us, func() { r.setCableRate(1, 0, 95e9) })
+	r.runUntil(4000 * us)
 	cp.Stop()
 	var s, a bytes.Buffer
 	if err := cp.WriteSamplesCSV(&s); err != nil {
@@ -91,7 +97,11 @@ func runDegrade(t testing.TB, cfg Config) *degradeRun {
 	if err := cp.WriteAdvertsCSV(&a); err != nil {
 		t.Fatal(err)
 	}
-	d.samples, d.adverts = s.Bytes(), a.Bytes()
+	var h bytes.Buffer
+	if err := cp.WriteHDCJSONL(&h); err != nil {
+		t.Fatal(err)
+	}
+	d.samples, d.adverts, d.hdc = s.Bytes(), a.Bytes(), h.Bytes()
 	return d
 }
 
@@ -163,6 +173,19 @@ func TestDeterministicOutputs(t *testing.T) {
 	if len(a.samples) == 0 || len(a.adverts) == 0 {
 		t.Fatal("empty outputs")
 	}
+	var h [2][2]bytes.Buffer
+	for i := range h {
+		x := runIncast(t, scaled)
+		if err := x.cp.WriteHDCJSONL(&h[i][0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.cp.WriteHDCPcap(&h[i][1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h[0][0].Len() == 0 || !bytes.Equal(h[0][0].Bytes(), h[1][0].Bytes()) || !bytes.Equal(h[0][1].Bytes(), h[1][1].Bytes()) {
+		t.Fatal("two identical runs wrote different (or empty) HDC outputs")
+	}
 }
 
 // TestMeasureOnlyKeepsECMP: without Apply the same degradation moves no
@@ -181,5 +204,59 @@ func TestMeasureOnlyKeepsECMP(t *testing.T) {
 	}
 	if st := d.cp.Stats(); st.UpdatesSent == 0 || st.WeightChanges != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestPartitionedIdentical: the degradation run (with the link at 10 Gb/s,
+// so that its queue builds and HDC captures) writes the same samples,
+// adverts and HDC records on a one-loop sim.Parallel (the classic
+// cluster's) as cut into 2 partitions on 1 or 2 workers.
+func TestPartitionedIdentical(t *testing.T) {
+	ref := runDegradeOn(t, newRigParts(t, 2, 2, 2, 1, 1), scaled, 10e9)
+	if len(ref.hdc) == 0 {
+		t.Fatal("no HDC records: the run does not congest")
+	}
+	for _, w := range []int{1, 2} {
+		d := runDegradeOn(t, newRigParts(t, 2, 2, 2, 2, w), scaled, 10e9)
+		if !bytes.Equal(d.samples, ref.samples) || !bytes.Equal(d.adverts, ref.adverts) || !bytes.Equal(d.hdc, ref.hdc) {
+			t.Fatalf("2 partitions on %d workers: outputs differ from one partition's", w)
+		}
+		if d.cp.Stats() != ref.cp.Stats() {
+			t.Fatalf("stats %+v, want %+v", d.cp.Stats(), ref.cp.Stats())
+		}
+	}
+}
+
+// TestLinkDownWeightedOut: a cable that goes down (no routing
+// reconvergence) has capacity 0: within the reaction time t0.0 weights
+// out the spine behind it and sends nothing more that way (every flow
+// goes to subnet 1, which that spine can no longer reach).
+func TestLinkDownWeightedOut(t *testing.T) {
+	r := newRig(t, 2, 2, 2)
+	cp := mustNew(t, r, scaled)
+	for i := 0; i < 64; i++ {
+		r.startCBR(i%2, 2+(i/2)%2, uint16(1000+i*7919), 1000, 0.5e9, sim.Time(i)*250, 2000*us)
+	}
+	down := r.topo.Switch("p0.t0.1").Ports[2]  // t0.1 – t1.0
+	toT10 := r.topo.Switch("p0.t0.0").Ports[2] // t0.0's uplink to t1.0
+	react := sim.Time(scaled.SamplePeriod + scaled.AdvertisePeriod + scaled.ControlDelay)
+	var before, atReact uint64
+	r.sched.At(500*us, func() {
+		before = toT10.Counters.TxBytes
+		down.Tx.SetUp(false)
+		down.Peer.Tx.SetUp(false)
+	})
+	r.sched.At(500*us+react, func() { atReact = toT10.Counters.TxBytes })
+	r.runUntil(2000 * us)
+	cp.Stop()
+	w, _ := r.topo.Switch("p0.t0.0").PathWeights(1)
+	if len(w) != 2 || w[0] != 0 || w[1] == 0 {
+		t.Fatalf("t0.0's weights toward subnet 1 with t1.0's link to it down: %v", w)
+	}
+	if before == 0 {
+		t.Fatal("t0.0 sent nothing via t1.0 before the link went down: the test checks nothing")
+	}
+	if end := toT10.Counters.TxBytes; end != atReact {
+		t.Fatalf("t0.0 still sent %d bytes via t1.0 after the reaction deadline", end-atReact)
 	}
 }

@@ -22,7 +22,14 @@ func sampleUpdate() Update {
 
 func TestEncodeUpdateLayout(t *testing.T) {
 	u := sampleUpdate()
+	u.ASPath = u.ASPath[:1]
 	b := EncodeUpdate(u)
+	// docs/pathquality.md's table: 80 bytes, attributes at 23, 27, 36, 69.
+	if len(b) != 80 || b[23] != 0x40 || b[24] != 1 || b[28] != 2 || b[37] != 14 || b[38] != 30 ||
+		b[60] != 64 || b[70] != 16 || binary.BigEndian.Uint32(b[32:]) != ASBase+7 ||
+		!bytes.Equal(b[43:59], u.NextHop[:]) {
+		t.Fatalf("layout differs from the documented table: % x", b)
+	}
 	for i := 0; i < 16; i++ {
 		if b[i] != 0xff {
 			t.Fatalf("marker byte %d = %#x", i, b[i])

@@ -171,6 +171,22 @@ var (
 	dTorFReTx       = prometheus.NewDesc(ns+"_tor_fretx_total", "FReTx packets the sender ToRs took from their hosts.", fabLabels, nil)
 	dTorCopies      = prometheus.NewDesc(ns+"_tor_copies_total", "FReTx copies the sender ToRs sent onto fast paths (each FReTx itself is one).", fabLabels, nil)
 	dTorDuplicates  = prometheus.NewDesc(ns+"_tor_duplicates_dropped_total", "FReTx copies the receiver ToRs dropped as duplicates (also in vcluster_fabric_frames_dropped_total reason duplicate).", fabLabels, nil)
+
+	// The path-quality control plane (fabric.pathQuality): every switch
+	// port's latest sample period, every (switch, subnet) advertisement,
+	// the control plane's totals and each switch's HDC captures. The
+	// links and routes are the point's latest cluster's.
+	pqLinkLabels    = []string{"experiment", "point", "switch", "port"}
+	pqRouteLabels   = []string{"experiment", "point", "switch", "subnet"}
+	dPQUtilization  = prometheus.NewDesc(ns+"_pathquality_link_utilization", "Share of the link's capacity the port sent over the last sample period (0..1).", pqLinkLabels, nil)
+	dPQScore        = prometheus.NewDesc(ns+"_pathquality_link_score", "The link's quality score over the last sample period (0..1: bandwidth, queue and delay factors, weighted).", pqLinkLabels, nil)
+	dPQQuality      = prometheus.NewDesc(ns+"_pathquality_link_quality_gbps", "The link's capacity times its score, Gb/s.", pqLinkLabels, nil)
+	dPQAdvertised   = prometheus.NewDesc(ns+"_pathquality_advertised_gbps", "The path bandwidth the switch last advertised toward the subnet, Gb/s.", pqRouteLabels, nil)
+	dPQUpdates      = prometheus.NewDesc(ns+"_pathquality_updates_total", "Path-bandwidth UPDATE messages sent (one per neighbour and change).", fabLabels, nil)
+	dPQSuppressed   = prometheus.NewDesc(ns+"_pathquality_updates_suppressed_total", "Path-bandwidth changes damping held back.", fabLabels, nil)
+	dPQUpdateBytes  = prometheus.NewDesc(ns+"_pathquality_update_bytes_total", "Encoded bytes of the UPDATE messages sent.", fabLabels, nil)
+	dPQWeightChange = prometheus.NewDesc(ns+"_pathquality_weight_changes_total", "Next-hop weight changes that moved buckets.", fabLabels, nil)
+	dHDCRecords     = prometheus.NewDesc(ns+"_hdc_records_total", "High-delay captures at the switch (frames queued beyond their class's threshold).", []string{"experiment", "point", "switch"}, nil)
 )
 
 // runCollector turns the latest snapshot into metrics; it never reads the
@@ -179,7 +195,8 @@ type runCollector struct{ m *metricsServer }
 
 func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dRun, dPoint, dPoints, dVirtual, dEvents, dRate, dClusters, dPorts, dTxPkts, dTxBytes, dRxPkts, dRxBytes,
-		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dFabSent, dFabDeliv, dFabDropped, dFabLost, dFabInFlight, dTorGroups, dTorGroupEvents, dTorFReTx, dTorCopies, dTorDuplicates, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
+		dDrops, dECN, dTrims, dPauseTx, dPauseRx, dLost, dMaxQ, dFabSent, dFabDeliv, dFabDropped, dFabLost, dFabInFlight, dTorGroups, dTorGroupEvents, dTorFReTx, dTorCopies, dTorDuplicates,
+		dPQUtilization, dPQScore, dPQQuality, dPQAdvertised, dPQUpdates, dPQSuppressed, dPQUpdateBytes, dPQWeightChange, dHDCRecords, dQPs, dData, dRetx, dTimeouts, dNacks, dCNPs, dTrimRx, dECNRx, dBytesDone} {
 		ch <- d
 	}
 }
@@ -269,6 +286,9 @@ func collectPoint(p *pointCounters, gauge func(*prometheus.Desc, float64, ...str
 		counter(dTorFReTx, tc.FReTx, exp, point)
 		counter(dTorCopies, tc.Copies, exp, point)
 		counter(dTorDuplicates, tc.Duplicates, exp, point)
+	}
+	if pq := cs.pq; pq != nil {
+		collectPathQuality(exp, point, pq, gauge, counter)
 	}
 	kinds := make([]string, 0, len(cs.qps))
 	for k := range cs.qps {
@@ -378,4 +398,23 @@ func (f *runFlags) startObserver(stderr io.Writer) (o *observer, stop func(), er
 	}
 	o = newObserver(ui, m)
 	return o, func() { m.Close(f.linger) }, nil
+}
+
+// collectPathQuality sends one point's path-quality readings.
+func collectPathQuality(exp, point string, pq *pqCounters, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	for _, l := range pq.links {
+		gauge(dPQUtilization, l.Utilization, exp, point, l.Switch, l.Port)
+		gauge(dPQScore, l.Score, exp, point, l.Switch, l.Port)
+		gauge(dPQQuality, l.QualityGbps, exp, point, l.Switch, l.Port)
+	}
+	for _, r := range pq.routes {
+		gauge(dPQAdvertised, r.Advertised, exp, point, r.Switch, strconv.Itoa(r.Subnet))
+	}
+	counter(dPQUpdates, pq.stats.UpdatesSent, exp, point)
+	counter(dPQSuppressed, pq.stats.UpdatesSuppressed, exp, point)
+	counter(dPQUpdateBytes, pq.stats.UpdateBytes, exp, point)
+	counter(dPQWeightChange, pq.stats.WeightChanges, exp, point)
+	for _, h := range pq.hdc {
+		counter(dHDCRecords, h.records, exp, point, h.name)
+	}
 }

@@ -556,22 +556,11 @@ func TestMetricsLint(t *testing.T) {
 		runTransfer(t, c, 0)
 	}
 	o.End()
-	// A pedantic registry also checks Collect against Describe.
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&runCollector{m: m})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
+	for _, p := range lintCollector(t, m) {
 		t.Errorf("promlint (collector): %s: %s", p.Metric, p.Text)
 	}
 	text := scrapeText(t, m)
-	problems, err = promlint.New(strings.NewReader(text)).Lint()
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,4 +593,21 @@ func TestMetricsLint(t *testing.T) {
 	if conservedPerPoint(t, v, "lint"); len(perPoint(t, v, "vcluster_fabric_frames_sent_total")) != 2 {
 		t.Errorf("points: %v", perPoint(t, v, "vcluster_fabric_frames_sent_total"))
 	}
+}
+
+// lintCollector gathers m's collector through a pedantic registry (which
+// also checks Collect against Describe) and returns promlint's problems.
+func lintCollector(t *testing.T, m *metricsServer) []promlint.Problem {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&runCollector{m: m})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return problems
 }

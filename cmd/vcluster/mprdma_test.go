@@ -16,9 +16,9 @@ func TestMPRDMAKindsRefusedUpFront(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{[]string{"transport.kind=mprdma"}, `fabric.forwarding: must be "ecmp" or "static" with transport.kind mprdma`},
-		{[]string{"transport.kind=random", "fabric.forwarding=usid"}, `fabric.forwarding: must be "ecmp" or "static" with transport.kind random`},
-		{[]string{"transport.kind=orderre"}, `fabric.forwarding: must be "ecmp" or "static" with transport.kind orderre`},
+		{[]string{"transport.kind=mprdma"}, `fabric.forwarding: must be "ecmp", "static" or "pathquality" with transport.kind mprdma`},
+		{[]string{"transport.kind=random", "fabric.forwarding=usid"}, `fabric.forwarding: must be "ecmp", "static" or "pathquality" with transport.kind random`},
+		{[]string{"transport.kind=orderre"}, `fabric.forwarding: must be "ecmp", "static" or "pathquality" with transport.kind orderre`},
 		{[]string{"transport.kind=orderre", "fabric.forwarding=ecmp", "fabric.planes=1", "transport.mprdma.paths=5"},
 			"transport.mprdma.paths: must be 0 (every path) or 1..4: the fabric offers 4 paths"},
 	} {

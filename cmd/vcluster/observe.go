@@ -55,7 +55,8 @@ type observer struct {
 	// changed once stored, so snapshots share them: a fold replaces it.
 	points   []*pointCounters
 	pointIdx map[pointID]int
-	csv      *countersCSV // nil: no counters.csv
+	csv      *countersCSV      // nil: no counters.csv
+	pqFiles  *pathQualityFiles // nil: no path-quality files
 	watchers []*watcher
 
 	events     uint64   // events of finished clusters
@@ -137,6 +138,10 @@ func (o *observer) addWatcher(watch func(c *cluster.Cluster, point int, label st
 // setCountersCSV makes every fold write the folded cluster's per-port
 // counters to w (nil: stop). The caller closes w.
 func (o *observer) setCountersCSV(w *countersCSV) { o.csv = w }
+
+// setPathQualityFiles makes every fold of a cluster with a path-quality
+// control plane write its outputs to w (nil: stop). The caller closes w.
+func (o *observer) setPathQualityFiles(w *pathQualityFiles) { o.pqFiles = w }
 
 // expectVirtual says how much virtual time a point of the current phase
 // is expected to simulate (0: unknown); Begin forgets it.
@@ -267,12 +272,15 @@ func (o *observer) fold() {
 		o.pointIdx[id] = len(o.points)
 		o.points = append(o.points, &pointCounters{id: id, c: c})
 	}
+	point := o.exp // a phase without points (the preflight) or of steps
+	if o.n > 0 && !o.stepped {
+		point = strconv.Itoa(o.i + 1)
+	}
 	if o.csv != nil {
-		point := o.exp // a phase without points (the preflight) or of steps
-		if o.n > 0 && !o.stepped {
-			point = strconv.Itoa(o.i + 1)
-		}
 		o.csv.block(o.cur.Topo, point, o.label, o.pointClusters)
+	}
+	if o.pqFiles != nil && o.cur.PathQuality != nil {
+		o.pqFiles.block(o.cur.PathQuality, point, o.label, o.pointClusters)
 	}
 	o.events += o.cur.Executed()
 	o.cur, o.curEvents, o.virtual = nil, 0, 0
@@ -476,6 +484,8 @@ type counters struct {
 	// cluster read had them.
 	tor   fabric.TorMulticastCounters
 	torOn bool
+	// pq is the path-quality control plane's reading (nil: none ran).
+	pq *pqCounters
 }
 
 func (c *counters) port(k portKey) *portAgg {
@@ -512,6 +522,7 @@ func (c *counters) add(o counters) {
 	c.fabric.Add(o.fabric)
 	c.tor.Add(o.tor)
 	c.torOn = c.torOn || o.torOn
+	c.pq = c.pq.plus(o.pq)
 }
 
 func (a *portAgg) merge(b *portAgg) {
@@ -587,6 +598,7 @@ func readCounters(c *cluster.Cluster) counters {
 	}
 	out.fabric = t.Conservation()
 	out.tor, out.torOn = t.TorMulticastCounters()
+	out.pq = readPathQuality(c)
 	return out
 }
 

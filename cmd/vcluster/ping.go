@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
@@ -51,6 +52,10 @@ func newPingCmd() *cobra.Command {
 		if err := checkMemory(cfg, 0); err != nil {
 			return err
 		}
+		// Pings run until the loop is dry, which the path-quality
+		// control plane's periodic sampling would never let it be
+		// (unweighted, forwarding pathquality is ECMP).
+		cfg.Fabric.PathQuality.Mode = config.PathQualityOff
 		c, err := parallelCluster(cfg, *parallel)
 		if err != nil {
 			return usageError(err)

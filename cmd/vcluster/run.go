@@ -52,6 +52,11 @@ the table and the check, and writes a report directory:
   busbw_vs_loss.png/.svg
   counters.csv        per-port counters of the preflight and of every point
   pings.csv, topology.dot   the preflight
+  pathquality_samples.csv, pathquality_adverts.csv, hdc.jsonl, hdc.pcap
+                      with fabric.pathQuality on: every switch's sampled
+                      ports (utilization, queue, delay, score), its path
+                      bandwidth adverts, the high-delay captures (JSON
+                      lines, and their 150-byte excerpts for tshark)
 
 Experiment parameters are set with --set exp.<key>=value or in an exp:
 section of the --config file (see 'vcluster experiment list'). An invalid
@@ -189,6 +194,19 @@ func (j *job) runWith(cmd *cobra.Command, obs *observer) (err error) {
 			err = cerr
 		}
 	}()
+	if len(pathQualityFileNames(j.cfg)) > 0 {
+		pq, err := createPathQualityFiles(dir)
+		if err != nil {
+			return j.failed(m, err)
+		}
+		obs.setPathQualityFiles(pq)
+		defer func() {
+			obs.setPathQualityFiles(nil)
+			if cerr := pq.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
 	capt, err := startCapture(obs, j.cfg)
 	if err != nil {
 		return j.failed(m, err)
@@ -252,6 +270,7 @@ func (j *job) env(obs *observer) *experiments.Env {
 	if j.preflight {
 		env.Beside = append(env.Beside, "pings.csv", "topology.dot")
 	}
+	env.Beside = append(env.Beside, pathQualityFileNames(j.cfg)...)
 	switch {
 	case len(j.cfg.Output.Pcap) == 0:
 	case j.cfg.Output.PcapFormat == config.PcapFormatClassic:
@@ -422,5 +441,6 @@ func startManifest(m manifest, cfg config.Config, preflight bool) (manifest, err
 	if preflight {
 		m.Files = append(m.Files, "topology.dot", "pings.csv")
 	}
+	m.Files = append(m.Files, pathQualityFileNames(cfg)...)
 	return m, nil
 }

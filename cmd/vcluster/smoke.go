@@ -35,6 +35,11 @@ type smokeOut struct {
 // seed, so two runs give identical files (manifest.json aside).
 func smokeRun(w io.Writer, obs *observer, cfg config.Config) (*smokeOut, error) {
 	wall := wallclock.New()
+	// The preflight pings an idle fabric until its loop runs dry: the
+	// path-quality control plane's periodic sampling would never let it,
+	// and has no load to weigh here (unweighted, forwarding pathquality
+	// is ECMP).
+	cfg.Fabric.PathQuality.Mode = config.PathQualityOff
 	c, err := cluster.New(cfg, wall)
 	if err != nil {
 		return nil, usageError(err)
