@@ -149,6 +149,7 @@ type pqParams struct {
 	trials             int
 	t0s, t1s           int     // the fabric's leaves and spines
 	rateGbps           float64 // its fabric link rate
+	controlDelay       time.Duration
 }
 
 func readPQ(env *Env) (pqParams, error) {
@@ -167,6 +168,7 @@ func readPQ(env *Env) (pqParams, error) {
 	p.trials = r.integer("trials", 1, 100, "")
 	f := env.Config.Fabric
 	p.t0s, p.t1s, p.rateGbps = f.T0PerPlane, f.T1PerPlane, float64(f.FabricLinkBps())/1e9
+	p.controlDelay = env.Config.PathQuality().WithDefaults().ControlDelay
 	for _, d := range append(slices.Clone(p.periods), p.base...) {
 		if s := time.Duration(float64(d) * p.ratio); s < time.Microsecond && p.ratio > 0 {
 			r.bad("sampleRatio", "%g × period %s is a sample period below 1µs (the control plane's least); must be ≥ 1µs / the shortest period", p.ratio, durText(d))
@@ -243,6 +245,11 @@ type pqMeasure struct {
 	ctlTotal        pathquality.Stats // the whole run
 	elephantFrames  uint64
 	drops           uint64 // fabric drops, the elephant's sink excluded
+	// reactNs is, for a path-quality cell with a mid-job event, the time
+	// from the onset to the first moment the other T0s hash at most half
+	// as much toward T0 pqT0 through T1 pqT1 (pqBadShare), polled every
+	// exp.sample; -1 when that did not happen within the job.
+	reactNs int64
 }
 
 // aggregate sets the cell's pqMeasure from its trials.
@@ -271,6 +278,16 @@ func (c *pqCell) aggregate() {
 		}
 	}
 	m.startNs = c.trials[0].startNs
+	m.reactNs = -1
+	if k := c.reactedTrials(); k > 0 {
+		var sum int64
+		for _, t := range c.trials {
+			if t.reactNs >= 0 {
+				sum += t.reactNs
+			}
+		}
+		m.reactNs = sum / int64(k)
+	}
 	m.timeNs /= int64(n)
 	m.elephantFrames /= n
 	m.drops /= n
@@ -280,6 +297,17 @@ func (c *pqCell) aggregate() {
 	}
 	m.ctl, m.ctlTotal = pqStatsOf(ctl), pqStatsOf(tot)
 	c.pqMeasure = m
+}
+
+// reactedTrials is how many trials saw the bad path's share fall.
+func (c *pqCell) reactedTrials() int {
+	n := 0
+	for _, t := range c.trials {
+		if t.reactNs >= 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // movedTrials is how many trials moved a bucket during the job.
@@ -622,6 +650,10 @@ func pqRun(env *Env, cfg config.Config, p pqParams, cell *pqCell, rep bool, even
 			})
 		}
 	}
+	m.reactNs = -1
+	if cell.onsetNs >= 0 && cfg.Fabric.Forwarding == fabric.ForwardPathQualityName {
+		pqWatchReaction(c, start+sim.Time(cell.onsetNs), p.sample, end, &m.reactNs, func() bool { return finished })
+	}
 	var tr *pqTrace
 	if rep {
 		tr = pqSampleLinks(c, p.sample, end)
@@ -651,6 +683,56 @@ func pqRun(env *Env, cfg config.Config, p pqParams, cell *pqCell, rep bool, even
 		}
 	}
 	return m, tr, nil
+}
+
+// pqBadShare is how many of their weighted buckets the other T0s give the
+// path through T1 pqT1 toward T0 pqT0's subnet (an unweighted group
+// counts its equal share): what falls when path quality reacts to the
+// link T0 pqT0 – T1 pqT1 or the elephant on it.
+func pqBadShare(c *cluster.Cluster) int {
+	h := c.Config.Fabric.HostsPerT0
+	sub, _ := c.Topo.HostSubnet(pqT0 * h)
+	n := 0
+	for _, s := range c.Topo.Switches {
+		if s.Tier != 0 || s.Index == pqT0 || s.Plane != 0 {
+			continue
+		}
+		hops := s.NextHops(sub)
+		m := slices.Index(hops, int32(h+pqT1))
+		if m < 0 {
+			continue
+		}
+		if _, b := s.PathWeights(sub); b != nil {
+			n += b[m]
+		} else {
+			n += fabric.PathBuckets / len(hops)
+		}
+	}
+	return n
+}
+
+// pqWatchReaction polls pqBadShare every interval from at until the job
+// is done (or end) and sets *react to the time after at when it first
+// fell to half its value at at or less: a reaction to the event, not the
+// weights' churn under the job's own load (a bucket here or there). A
+// quarter-rate link weighted by capacity keeps ≈ 25/325 of the buckets.
+func pqWatchReaction(c *cluster.Cluster, at sim.Time, interval time.Duration, end sim.Time, react *int64, done func() bool) {
+	sched := c.Scheduler()
+	var base int
+	var tick func()
+	tick = func() {
+		if done() {
+			return
+		}
+		if sched.Now() > at && 2*pqBadShare(c) <= base {
+			*react = int64(sched.Now() - at)
+			return
+		}
+		if next := sched.Now() + sim.Time(interval); next <= end {
+			sched.At(next, tick)
+		}
+	}
+	sched.At(at, func() { base = pqBadShare(c); tick() })
 }
 
 func pqStatsDiff(a, b pathquality.Stats) pathquality.Stats {
@@ -901,6 +983,8 @@ func pqTable(res *Results, p pqParams, cells []*pqCell) {
 			C("onset_ns", strconv.FormatInt(c.onsetNs, 10)),
 			C("time_ns", strconv.FormatInt(c.timeNs, 10)).Show("time (µs)", usCell(c.timeNs)),
 			C("trial_times_ns", pqTrialTimes(c)),
+			C("reaction_ns", strconv.FormatInt(c.reactNs, 10)).Show("reaction (µs)", pqReactCell(c)),
+			C("reacted_trials", strconv.Itoa(c.reactedTrials())),
 			C("ecmp_over_this", f4(vsECMP)).Show("ECMP time / this (×)", pqX(vsECMP)),
 			C("slowdown", f4(slow)).Show("slowdown (×)", pqX(slow)),
 			C("max_queue_bytes", strconv.Itoa(c.maxQueue)).Show("max queue (KB)", strconv.FormatFloat(float64(c.maxQueue)/1e3, 'f', 1, 64)),
@@ -925,6 +1009,20 @@ func pqTable(res *Results, p pqParams, cells []*pqCell) {
 	b.WriteString("\"ECMP time / this\" compares with the ECMP cell of the same scenario and workload (at the same advertisement period, or the nearest one ECMP ran at: its forwarding ignores the period); above 1 is faster than ECMP.\n\n")
 	b.WriteString(pqSummary(p, cells))
 	res.Notes = b.String()
+}
+
+// pqReactCell is the mean reaction time of the trials that reacted, and
+// how many did when not all.
+func pqReactCell(c *pqCell) string {
+	switch {
+	case c.scheme != pqPQ || c.onsetNs < 0:
+		return ""
+	case c.reactNs < 0:
+		return "none"
+	case c.reactedTrials() < len(c.trials):
+		return fmt.Sprintf("%s (%d of %d)", strconv.FormatFloat(float64(c.reactNs)/1e3, 'f', 1, 64), c.reactedTrials(), len(c.trials))
+	}
+	return strconv.FormatFloat(float64(c.reactNs)/1e3, 'f', 1, 64)
 }
 
 // pqTrialTimes is every trial's completion time, ';'-separated.
@@ -981,7 +1079,28 @@ func pqSummary(p pqParams, cells []*pqCell) string {
 		head("Slowdown from the asymmetry (×: mean over trials of the time over the healthy fabric's in the same trial)")
 		table(func(c *pqCell) string { return pqX(pqSlowdown(cells, c)) })
 	}
-	b.WriteString("Where each wins (mean completion time; path quality at its best period):\n\n")
+	b.WriteString("Path quality's reaction to a mid-job event (µs from the onset until the other T0s hash at most half as much onto the bad path as at the onset, mean over the trials that did so within the job; \"none\": no trial did):\n\n| workload | scenario |")
+	for _, d := range p.periods {
+		fmt.Fprintf(&b, " PQ %s |", durText(d))
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(p.periods)) + "\n")
+	for _, w := range p.workloads {
+		for _, sc := range p.scenarios {
+			if sc != pqDegradedDuring && sc != pqElephantDuring {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s |", w, sc)
+			for _, d := range p.periods {
+				r := "n/a"
+				if c := pqFind(cells, pqPQ, sc, w, d); c != nil {
+					r = pqReactCell(c)
+				}
+				fmt.Fprintf(&b, " %s |", r)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\nWhere each wins (mean completion time; path quality at its best period):\n\n")
 	for _, w := range p.workloads {
 		for _, sc := range p.scenarios {
 			e, m := pqFind(cells, pqECMP, sc, w, 0), pqFind(cells, pqMRC, sc, w, 0)
@@ -1155,6 +1274,21 @@ func pqChecks(p pqParams, cells []*pqCell) []Check {
 			"the first advertisement after the onset comes a period later, after the job: nothing within the job can react",
 			c.done && c.movedTrials() == 0, fmt.Sprintf("buckets moved within the job in %d of %d trials (mean %d, %d updates); %s", c.movedTrials(), len(c.trials), c.ctl.BucketsMoved, c.ctl.UpdatesSent, pqDetail(cells, c, e))))
 	}
+	react := func(sc, w string) {
+		c := pqFind(cells, pqPQ, sc, w, short)
+		if c == nil {
+			return
+		}
+		bound := c.samplePeriod + c.period + 2*p.controlDelay + p.sample
+		v := math.Inf(1)
+		if c.reactedTrials() == len(c.trials) && c.reactNs >= 0 {
+			v = float64(c.reactNs) / 1e3
+		}
+		b := AtMost(float64(bound.Nanoseconds())/1e3, "µs", fmt.Sprintf("the next sample sees it (≤ %s), the next advertisement carries it (≤ %s), an update reaches the other T0s in one control delay (%s; two allowed), polled every %s",
+			durText(c.samplePeriod), durText(c.period), durText(p.controlDelay), durText(p.sample)))
+		checks = append(checks, bandCheck(row, fmt.Sprintf("%s, %s, period %s: the other T0s halve their share of the bad path within one sample, one advertisement and two control delays of the onset (mean reaction, every trial)", w, sc, durText(short)),
+			"reacts within sample + advertise + control delay", b, v, fmt.Sprintf("reacted in %d of %d trials, mean %s µs after the onset", c.reactedTrials(), len(c.trials), usCell(c.reactNs))))
+	}
 	longJob := func(sc, w string) bool {
 		c := pqFind(cells, pqPQ, sc, w, long)
 		return c != nil && c.done && long > 10*time.Duration(c.timeNs)
@@ -1168,6 +1302,7 @@ func pqChecks(p pqParams, cells []*pqCell) []Check {
 		}
 		if has(pqDegradedDuring) {
 			gain(pqDegradedDuring, w, short, fmt.Sprintf("%s, link degraded %s into the job, period %s ≪ job: path quality beats ECMP (ECMP's slowdown / path quality's) — it measures and reacts within the job", w, durText(p.onset), durText(short)))
+			react(pqDegradedDuring, w)
 			if longJob(pqDegradedDuring, w) {
 				still(pqDegradedDuring, w, long, fmt.Sprintf("%s, link degraded %s into the job, period %s ≫ job: path quality does not react within the job", w, durText(p.onset), durText(long)))
 				if c, e := pair(pqDegradedDuring, w, long); has(pqHealthy) {
@@ -1178,6 +1313,7 @@ func pqChecks(p pqParams, cells []*pqCell) []Check {
 		}
 		if has(pqElephantDuring) {
 			gain(pqElephantDuring, w, short, fmt.Sprintf("%s, elephant on T1 %d → T0 %d from %s into the job, period %s ≪ job: path quality beats ECMP (ECMP's slowdown / path quality's) — only measured utilization shows it", w, pqT1, pqT0, durText(p.onset), durText(short)))
+			react(pqElephantDuring, w)
 			if longJob(pqElephantDuring, w) {
 				still(pqElephantDuring, w, long, fmt.Sprintf("%s, elephant from %s into the job, period %s ≫ job: path quality does not react within the job", w, durText(p.onset), durText(long)))
 			}
