@@ -136,9 +136,17 @@ func TestPathQualityElephant(t *testing.T) {
 func TestPathQualityChecksCanFail(t *testing.T) {
 	p := pqParams{periods: []time.Duration{time.Second, 100 * time.Microsecond}, base: []time.Duration{100 * time.Microsecond},
 		scenarios: pqScenarioNames, workloads: []string{pqRing}, onset: 100 * time.Microsecond, t0s: 4, t1s: 4}
+	react := int64(50_000) // the reaction of path-quality cells with a mid-job event
 	mk := func(scheme, sc string, d time.Duration, ns int64, moved uint64) *pqCell {
-		c := &pqCell{scheme: scheme, scenario: sc, workload: pqRing, period: d}
-		c.trials = []pqMeasure{{timeNs: ns, done: true, ctl: pathquality.Stats{BucketsMoved: moved}}}
+		c := &pqCell{scheme: scheme, scenario: sc, workload: pqRing, period: d, samplePeriod: d / 2, onsetNs: -1}
+		r := int64(-1)
+		if sc == pqDegradedDuring || sc == pqElephantDuring {
+			c.onsetNs = 100_000
+			if scheme == pqPQ {
+				r = react
+			}
+		}
+		c.trials = []pqMeasure{{timeNs: ns, done: true, ctl: pathquality.Stats{BucketsMoved: moved}, reactNs: r}}
 		c.aggregate()
 		return c
 	}
@@ -180,5 +188,19 @@ func TestPathQualityChecksCanFail(t *testing.T) {
 	}
 	if _, fail := verdicts(cells(3000, 7)); fail < 6 {
 		t.Errorf("path quality moving buckets within a job at 1 s: %d checks fail, want the gains and both no-reaction checks", fail)
+	}
+	// A reaction slower than sample + advertise + 2 control delays + a
+	// poll (50 + 100 + 200 + 10 µs here), or none, fails both reaction
+	// checks.
+	p.controlDelay, p.sample = 100*time.Microsecond, 10*time.Microsecond
+	for _, r := range []int64{361_000, -1} {
+		react = r
+		if pass, fail := verdicts(cells(1000, 0)); fail != 3 {
+			t.Errorf("reaction %d ns: %d pass, %d fail, want the noise check and both reaction checks to fail", r, pass, fail)
+		}
+	}
+	react = 359_000
+	if _, fail := verdicts(cells(1000, 0)); fail != 1 {
+		t.Errorf("reaction within the bound: %d checks fail, want only the noise check", fail)
 	}
 }
