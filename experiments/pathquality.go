@@ -788,15 +788,7 @@ func pqRunPerm(c *cluster.Cluster, p pqParams, cell *pqMeasure, start, end sim.T
 		}
 		trs = append(trs, t...)
 	}
-	busy := func() bool {
-		for _, t := range trs {
-			if !t.Done() {
-				return true
-			}
-		}
-		return false
-	}
-	c.RunWhile(func() bool { return busy() && c.Now() < end })
+	c.RunWhile(func() bool { return !cluster.AllDone(trs) && c.Now() < end })
 	last := start
 	for _, t := range trs {
 		if len(t.Errors) > 0 {
@@ -804,7 +796,7 @@ func pqRunPerm(c *cluster.Cluster, p pqParams, cell *pqMeasure, start, end sim.T
 		}
 		last = max(last, t.End)
 	}
-	if busy() {
+	if !cluster.AllDone(trs) {
 		cell.timeNs = int64(c.Now() - start)
 		return nil
 	}
