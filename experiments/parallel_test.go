@@ -25,6 +25,7 @@ func TestParallelResultsIdentical(t *testing.T) {
 		{"permutation", nil},
 		{"p2p", nil},
 		{"orderre", orderreSmall},
+		{"path-quality", pathQualitySmall},
 		{"failover", nil},
 		{"flapping", []string{"flapFor=2ms", "after=1ms"}},
 		{"collateral", []string{"each=16M"}},

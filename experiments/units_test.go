@@ -24,6 +24,7 @@ var unitsRuns = map[string][]string{
 	"failover":       nil, // quick as is: under a second
 	"flapping":       {"size=4M", "flapAt=300us", "flapFor=500us", "settle=100us", "after=200us"},
 	"orderre":        orderreSmall,
+	"path-quality":   pathQualitySmall,
 	"p2p":            {"writes=4K,32K", "stream=1M"},
 	"permutation":    {"trials=1", "bytes=1M"},
 }
@@ -31,7 +32,7 @@ var unitsRuns = map[string][]string{
 // faulted are the experiments whose over-time plots show a fault or an
 // event (a cut, flapping, an incast, flows joining): each must have at
 // least one over-time plot, and every one of them marks it.
-var faulted = []string{"collateral", "dcqcn-tuning", "failover", "flapping"}
+var faulted = []string{"collateral", "dcqcn-tuning", "failover", "flapping", "path-quality"}
 
 var (
 	// axisUnit is the unit an axis label ends with, in parentheses.
