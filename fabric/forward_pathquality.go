@@ -119,14 +119,24 @@ func (s *Switch) SetPathWeights(subnet int, w []float64) (moved int, err error) 
 	target := bucketShares(w)
 	t := s.pw.bySubnet[subnet]
 	if t == nil || len(t.group) != len(g) || &t.group[0] != &g[0] {
-		// A new table (or a new group): fill it member after member.
+		// A new table (or a new group): interleave the members by smooth
+		// weighted round robin, so that at equal shares bucket b is member
+		// b mod n — with n a power of two the very next hop ECMP's hash
+		// picks (h mod 256 mod n = h mod n): until the weights differ, a
+		// flow takes the path ECMP would give it, and a comparison of the
+		// two modes is paired draw for draw.
 		t = &weightTable{group: g, counts: target}
-		b := 0
-		for m, n := range target {
-			for ; n > 0; n-- {
-				t.buckets[b] = uint8(m)
-				b++
+		cur := make([]int, len(g))
+		for b := range t.buckets {
+			best := 0
+			for m := range cur {
+				cur[m] += target[m]
+				if cur[m] > cur[best] {
+					best = m
+				}
 			}
+			cur[best] -= PathBuckets
+			t.buckets[b] = uint8(best)
 		}
 		t.weights = append([]float64(nil), w...)
 		s.pw.bySubnet[subnet] = t

@@ -53,7 +53,8 @@ func binomialTol(p float64, n int) float64 { return 5 * math.Sqrt(p*(1-p)/float6
 
 // TestPathQualityUnweightedIsECMP: without weights every switch of a
 // pathquality fabric picks exactly the port an ECMP fabric's does, for
-// every flow; weights toward one subnet leave the others on ECMP.
+// every flow, and so it does with equal weights set; weights toward one
+// subnet leave the others on ECMP.
 func TestPathQualityUnweightedIsECMP(t *testing.T) {
 	ecmp := smallClos(t, sim.NewLoop(sim.Options{Seed: 1}), 1, 2, 3, 2, DefaultOptions(ForwardECMP))
 	pq := smallClos(t, sim.NewLoop(sim.Options{Seed: 1}), 1, 2, 3, 2, DefaultOptions(ForwardPathQuality))
@@ -71,6 +72,19 @@ func TestPathQualityUnweightedIsECMP(t *testing.T) {
 		}
 	}
 	same("unweighted")
+	// Equal weights set on every multipath group: a new table interleaves
+	// the members (bucket b → member b mod n), so with n a power of two
+	// every flow still takes ECMP's next hop.
+	for _, s := range pq.Switches {
+		for d := 0; d < s.NumSubnets(); d++ {
+			if g := s.NextHops(d); len(g) > 1 {
+				if _, err := s.SetPathWeights(d, []float64{7, 7}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	same("equal weights")
 	// The comparison is not trivial: T0 0 spreads over both uplinks.
 	t0 := pq.Switch("p0.t0.0")
 	g := t0.NextHops(1)
