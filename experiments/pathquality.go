@@ -1228,14 +1228,15 @@ func pqGainBand() *Band {
 	return AtLeast(pqMinGain, "×", "a flow on the quarter-rate path runs ≈ 4× slower; ECMP puts each crossing flow there with probability 1/4, capacity-proportional weights with ≈ 8% (expected slowdowns ≈ 3.1 vs ≈ 1.8 for the ring): 10% above the trials' noise")
 }
 
-// pqNoiseBand is "equals ECMP within noise" when neither reacts during
-// the job: both forward on fixed equal-share hashes (path quality's table
-// a different draw of the same luck), so their expected slowdowns are
-// equal and the trials' means differ by their noise (a 4× straggler in
-// some trials and not others); a reaction within the job would put it
-// near the gain.
+// pqNoiseBand is "equals ECMP" when neither reacts during the job. The
+// comparison is paired: at equal weights path quality's bucket table
+// gives every flow ECMP's next hop (fabric.SetPathWeights interleaves a
+// new table: bucket b is member b mod n, and h mod 256 mod n = h mod n
+// for n a power of two), so the same draw forwards identically until a
+// weight changes; 5% leaves room for a change that moves a few buckets
+// without effect, not for a different draw.
 func pqNoiseBand() *Band {
-	return Between(1/1.5, 1.5, "×", "equal expected slowdowns, measured over a few hash draws each (a 4× straggler in some draws): ±50%")
+	return Between(0.95, 1.05, "×", "paired: at equal weights path quality's table gives every flow ECMP's next hop, so the same draw forwards identically until a weight changes; ±5%")
 }
 
 func pqChecks(p pqParams, cells []*pqCell) []Check {
@@ -1298,8 +1299,8 @@ func pqChecks(p pqParams, cells []*pqCell) []Check {
 			if longJob(pqDegradedDuring, w) {
 				still(pqDegradedDuring, w, long, fmt.Sprintf("%s, link degraded %s into the job, period %s ≫ job: path quality does not react within the job", w, durText(p.onset), durText(long)))
 				if c, e := pair(pqDegradedDuring, w, long); has(pqHealthy) {
-					checks = append(checks, bandCheck(row, fmt.Sprintf("%s, link degraded %s into the job, period %s ≫ job: path quality equals ECMP within noise (path quality's slowdown / ECMP's)", w, durText(p.onset), durText(long)),
-						"equal to ECMP within noise", pqNoiseBand(), pqSlowdown(cells, c)/pqSlowdown(cells, e), pqDetail(cells, c, e)))
+					checks = append(checks, bandCheck(row, fmt.Sprintf("%s, link degraded %s into the job, period %s ≫ job: path quality equals ECMP (path quality's slowdown / ECMP's, paired draws)", w, durText(p.onset), durText(long)),
+						"equal to ECMP", pqNoiseBand(), pqSlowdown(cells, c)/pqSlowdown(cells, e), pqDetail(cells, c, e)))
 				}
 			}
 		}

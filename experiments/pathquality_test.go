@@ -180,7 +180,7 @@ func TestPathQualityChecksCanFail(t *testing.T) {
 	}
 	if pass, fail := verdicts(cells(1000, 0)); fail != 1 || pass == 0 {
 		// Path quality unhurt everywhere: every gain passes, but "equals
-		// ECMP within noise" at period ≫ job must not.
+		// ECMP" at period ≫ job must not.
 		t.Errorf("path quality unhurt: %d pass, %d fail, want exactly the noise check to fail", pass, fail)
 	}
 	if _, fail := verdicts(cells(3000, 0)); fail < 4 {
