@@ -102,6 +102,7 @@ type EngineCounters struct {
 	TxPackets, TxBytes     uint64 // frames built from transport packets
 	RxPackets              uint64 // frames handed to a transport
 	RxNoQP, RxMalformed    uint64 // dropped: unknown QP, too short
+	RxRetired              uint64 // dropped: addressed to a retired QP (Retire)
 	TxErrors               uint64 // AllocRDMA refused a transport's packet
 	Completions, TimerRuns uint64
 	// StaleDeadlines counts deadlines a transport reported at or before the
@@ -719,3 +720,47 @@ func ConnectOne(e *Engine, t verbs.Transport, local, remote verbs.QPAttrs) error
 	e.applyDenied(t)
 	return nil
 }
+
+// Retire takes qpn out of service for good: its timer stops and the
+// engine never drives it again — it sends nothing, its timers never run,
+// packets addressed to it are counted (Counters.RxRetired) and dropped,
+// and its posted work never completes. It is what a NIC does to a QP a
+// failed job leaves behind: without it the QP keeps retransmitting toward
+// a peer that is gone (or restarted, and knows nothing of it) until its
+// retries run out, loading the fabric the next job needs. Its Stats stay
+// as they were. It reports whether qpn was a live QP.
+func (e *Engine) Retire(qpn uint32) bool {
+	s := e.slot(qpn)
+	if s == nil {
+		return false
+	}
+	if _, done := s.t.(*retiredQP); done {
+		return false
+	}
+	s.timer.Stop()
+	if _, ok := s.t.(verbs.PortStatusSpeaker); ok {
+		e.speakers--
+	}
+	s.t = &retiredQP{qpn: qpn, stats: s.t.Stats(), rx: &e.Counters.RxRetired}
+	return true
+}
+
+// retiredQP stands in for a retired transport (Engine.Retire).
+type retiredQP struct {
+	qpn   uint32
+	stats verbs.QPStats
+	rx    *uint64
+}
+
+func (q *retiredQP) QPN() uint32                                 { return q.qpn }
+func (q *retiredQP) State() verbs.QPState                        { return verbs.QPError }
+func (q *retiredQP) Connect(_, _ verbs.QPAttrs) error            { return verbs.ErrQPError }
+func (q *retiredQP) Post(int64, verbs.WorkRequest) error         { return verbs.ErrQPError }
+func (q *retiredQP) Send(int64, uint32, []byte) (verbs.Tx, bool) { return verbs.Tx{}, false }
+func (q *retiredQP) Receive(int64, *verbs.Rx)                    { *q.rx++ }
+func (q *retiredQP) Deadline() (int64, bool)                     { return 0, false }
+func (q *retiredQP) Tick(int64)                                  {}
+func (q *retiredQP) PollCompletions(dst []verbs.Completion) []verbs.Completion {
+	return dst
+}
+func (q *retiredQP) Stats() verbs.QPStats { return q.stats }

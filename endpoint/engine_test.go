@@ -235,3 +235,51 @@ func TestEngineStaleDeadlineDoesNotSpin(t *testing.T) {
 		t.Fatalf("counters %+v at %v", eb.Counters, n.loop.Now())
 	}
 }
+
+// TestEngineRetire: a retired QP stops mid-transfer — no more frames, its
+// timer never runs — and frames still addressed to it are counted and
+// dropped; retiring it again, or an unknown QPN, reports false.
+func TestEngineRetire(t *testing.T) {
+	n := newTestNet(t, fabric.ForwardECMP, 1)
+	ea, qa, eb, qb, _, _ := toyPair(t, n, 0, 3, uint32(MakeEV(0, 0, 1)))
+	qa.paceNs = 10_000
+	src := ea.Memory().RegisterVirtual(100 * 4096)
+	dst := eb.Memory().RegisterVirtual(100 * 4096)
+	if err := ea.Post(qa.QPN(), verbs.WorkRequest{ID: 1, LocalKey: src.Key, LocalVA: src.VA, Length: src.Len, RemoteKey: dst.Key, RemoteVA: dst.VA}); err != nil {
+		t.Fatal(err)
+	}
+	n.loop.RunUntil(200_000)
+	sent := ea.Counters.TxPackets
+	if sent < 15 || sent > 25 {
+		t.Fatalf("%d packets in 200 µs at one per 10 µs", sent)
+	}
+	if !ea.Retire(qa.QPN()) || ea.Retire(qa.QPN()) || ea.Retire(0x999) {
+		t.Fatal("Retire: want true once, then false; false for an unknown QPN")
+	}
+	if err := ea.Post(qa.QPN(), verbs.WorkRequest{ID: 2, LocalKey: src.Key, LocalVA: src.VA, Length: 100, RemoteKey: dst.Key, RemoteVA: dst.VA}); err != verbs.ErrQPError {
+		t.Fatalf("post on a retired QP: %v", err)
+	}
+	n.loop.Run()
+	if ea.Counters.TxPackets != sent {
+		t.Fatalf("after Retire: %d packets sent (was %d)", ea.Counters.TxPackets, sent)
+	}
+	// Its pacing timer is gone: the loop ends with the frames in flight,
+	// not 80 × 10 µs later.
+	if n.loop.Now() >= 300_000 {
+		t.Fatalf("the retired QP's timer still ran the loop to %v", n.loop.Now())
+	}
+	// The peer's frames toward the retired QP are dropped and counted.
+	before := qb.got
+	if !eb.Retire(qb.QPN()) {
+		t.Fatal("retire the responder")
+	}
+	qa2 := &toyQP{qpn: ea.AllocQPN(), mem: ea.Memory(), ev: uint32(MakeEV(0, 0, 1)), remoteQPN: qb.QPN(), remoteHost: 3, state: verbs.QPReady}
+	ea.AddQP(qa2, &CQ{})
+	if err := ea.Post(qa2.QPN(), verbs.WorkRequest{ID: 3, LocalKey: src.Key, LocalVA: src.VA, Length: 3 * 4096, RemoteKey: dst.Key, RemoteVA: dst.VA}); err != nil {
+		t.Fatal(err)
+	}
+	n.loop.Run()
+	if eb.Counters.RxRetired != 3 || qb.got != before || n.topo.Pool.Live != 0 {
+		t.Fatalf("frames to a retired QP: RxRetired %d, got %d (was %d), live %d", eb.Counters.RxRetired, qb.got, before, n.topo.Pool.Live)
+	}
+}

@@ -202,7 +202,15 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 			out.Rank = i
 		}
 	}
+	var conn *connector
 	fail := func(err error) labapi.CollectiveResponse {
+		if conn != nil {
+			// The job is over: its QPs must not go on retransmitting
+			// toward members that are gone or restarted (they would load
+			// the fabric the next collective needs until their retries
+			// ran out).
+			conn.retire()
+		}
 		h.stats.collectivesFailed.Add(1)
 		out.Error = err.Error()
 		if ph, ok := collectives.BlamedHost(err); ok {
@@ -222,7 +230,7 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 	// The same wall-clock bound in virtual time, for the iterations.
 	deadline := h.loop.WallTime() + sim.Time(float64(run.timeout)/h.cl.Config.Run.RealtimeSlowdown)
 
-	conn := &connector{h: h, run: run, ctx: ctx}
+	conn = &connector{h: h, run: run, ctx: ctx}
 	m, err := collectives.New(h.cl, collectives.Options{Hosts: run.hosts, Local: []int{h.id}, Connector: conn})
 	if err != nil {
 		return fail(err)
@@ -321,9 +329,18 @@ func resultRow(res collectives.Result) string {
 // this host and connects. Prepare calls it in the same pair order on
 // every member, so the waits cannot deadlock.
 type connector struct {
-	h   *Host
-	run *collectiveRun
-	ctx context.Context
+	h    *Host
+	run  *collectiveRun
+	ctx  context.Context
+	ends []cluster.QPEnd // every QP made for this run
+}
+
+// retire takes the run's QPs out of service (endpoint.Engine.Retire);
+// on the driver goroutine, which owns the loop between events.
+func (c *connector) retire() {
+	for _, e := range c.ends {
+		e.Engine.Retire(e.T.QPN())
+	}
 }
 
 func (c *connector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
@@ -350,6 +367,7 @@ func (c *connector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
 		// with a remote access error from a stale write).
 		e.InitialPSN = rand.Uint32() & ib.PSNMask
 		ends[i], attrs[i] = e, e.Attrs()
+		c.ends = append(c.ends, e)
 		h.qps.add(e.T.QPN(), remote)
 	}
 	if err := h.ex.put(c.run.req.ID, "qps", remote, attrs); err != nil {
