@@ -18,12 +18,13 @@ import (
 
 // The path-quality control plane's run-directory files (fabric.pathQuality
 // on): its time series, its advertisement decisions, the HDC records as
-// JSON lines and their excerpts as a pcap.
+// JSON lines and their excerpts as a pcap — the names package pathquality
+// gives them.
 const (
-	pqSamplesFile = "pathquality_samples.csv"
-	pqAdvertsFile = "pathquality_adverts.csv"
-	hdcJSONLFile  = "hdc.jsonl"
-	hdcPcapFile   = "hdc.pcap"
+	pqSamplesFile = pathquality.SamplesFile
+	pqAdvertsFile = pathquality.AdvertsFile
+	hdcJSONLFile  = pathquality.HDCJSONFile
+	hdcPcapFile   = pathquality.HDCPcapFile
 )
 
 // pathQualityFileNames are the files a run with the control plane on
