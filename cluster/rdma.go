@@ -133,19 +133,6 @@ func (c *Cluster) fabricRate() uint64 {
 	return c.Topo.FatTree.Rate
 }
 
-// durationOr parses a duration field of the config, or returns def when it
-// is empty (validation already rejected bad values; the error is a guard).
-func durationOr(path, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %v", path, err)
-	}
-	return d, nil
-}
-
 // qpSeed gives every QP its own stream, derived from the run seed.
 func (c *Cluster) qpSeed(host int, qpn uint32) uint64 {
 	return sim.StreamSeed(c.Config.Seed, fmt.Sprintf("qp/%d/%d", host, qpn))

@@ -6,6 +6,7 @@ import (
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/mrc"
+	"github.com/vcluster/vcluster/units"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -38,7 +39,7 @@ func (c *Cluster) MRCConfig() (mrc.Config, error) {
 	m.MPR = t.MPRUnits
 	m.MaxWImm = t.MaxWImm
 	m.PMTU = c.pmtu()
-	rto, err := durationOr("transport.mrc.rto", t.RTO, c.DefaultRTO())
+	rto, err := units.DurationOr("transport.mrc.rto", t.RTO, c.DefaultRTO())
 	if err != nil {
 		return m, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/endpoint"
 	"github.com/vcluster/vcluster/roce"
+	"github.com/vcluster/vcluster/units"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -41,7 +42,7 @@ func (c *Cluster) RoCEConfig(plane int) (roce.Config, error) {
 	r.WireOverhead = c.frameOverhead()
 	r.Reliability = t.Reliability
 	r.RetryCount = t.RetryCount
-	to, err := durationOr("transport.roce.timeout", t.Timeout, time.Duration(r.TimeoutNs))
+	to, err := units.DurationOr("transport.roce.timeout", t.Timeout, time.Duration(r.TimeoutNs))
 	if err != nil {
 		return r, err
 	}

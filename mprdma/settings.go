@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vcluster/vcluster/units"
 	"github.com/vcluster/vcluster/verbs"
 )
 
@@ -159,25 +160,14 @@ func (s Settings) Apply(c Config, o OrderRESettings, rto time.Duration) (Config,
 	c.InitCwnd, c.MaxCwnd = s.InitCwnd, s.MaxCwnd
 	c.LFast, c.Delta, c.OMax, c.Copies = o.LFast, o.Delta, o.OMax, o.Copies
 	var err error
-	if rto, err = durationOr("transport.mprdma.rto", s.RTO, rto); err != nil {
+	if rto, err = units.DurationOr("transport.mprdma.rto", s.RTO, rto); err != nil {
 		return c, err
 	}
 	c.RTO = int64(rto)
-	rt, err := durationOr("transport.orderre.repairTimeout", o.RepairTimeout, 0)
+	rt, err := units.DurationOr("transport.orderre.repairTimeout", o.RepairTimeout, 0)
 	if err != nil {
 		return c, err
 	}
 	c.RepairTimeout = int64(rt)
 	return c, nil
-}
-
-func durationOr(path, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %v", path, err)
-	}
-	return d, nil
 }

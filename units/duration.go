@@ -21,3 +21,17 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// DurationOr parses a config field already validated as a Go duration
+// (time.ParseDuration's syntax), or returns def when the field is empty;
+// the error, a guard, names the field.
+func DurationOr(field, s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", field, err)
+	}
+	return d, nil
+}
