@@ -4,6 +4,10 @@ import (
 	"encoding/binary"
 	"io"
 
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+
 	"github.com/vcluster/vcluster/fabric"
 	"github.com/vcluster/vcluster/fabric/pcap"
 	"github.com/vcluster/vcluster/sim"
@@ -84,23 +88,9 @@ func bgpFrame(b []byte, sc *switchCP, src *portCP, seq uint32, msg []byte) []byt
 }
 
 // tcpChecksum is the TCP checksum over IPv6 (RFC 8200 §8.1 pseudo-header)
-// of seg, whose checksum field is zero.
+// of seg, whose checksum field is zero: gVisor's, as the endpoint's UDP
+// checksum is.
 func tcpChecksum(src, dst [16]byte, seg []byte) uint16 {
-	var sum uint32
-	add := func(b []byte) {
-		for i := 0; i+1 < len(b); i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(b[i:]))
-		}
-		if len(b)%2 == 1 {
-			sum += uint32(b[len(b)-1]) << 8
-		}
-	}
-	add(src[:])
-	add(dst[:])
-	sum += uint32(len(seg)>>16) + uint32(len(seg)&0xffff) + protoTCP
-	add(seg)
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
+	c := header.PseudoHeaderChecksum(header.TCPProtocolNumber, tcpip.AddrFrom16(src), tcpip.AddrFrom16(dst), uint16(len(seg)))
+	return ^checksum.Checksum(seg, c)
 }
