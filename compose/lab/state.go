@@ -57,11 +57,14 @@ type Process struct {
 	Log       string    `json:"log"`
 	ReadyFile string    `json:"ready_file"`
 	Started   time.Time `json:"started"`
+	// Container is the process's container (docker runtime: its name).
+	Container string `json:"container,omitempty"`
 }
 
 // State is a lab's state.json.
 type State struct {
 	Version int    `json:"version"`
+	Name    string `json:"name,omitempty"` // the lab's name (--name)
 	Dir     string `json:"dir"`     // the state directory, absolute
 	Runtime string `json:"runtime"` // the runtime that started it
 	// Executable is the vcluster binary the processes run.

@@ -59,6 +59,19 @@ type UpOptions struct {
 	// ReadyTimeout bounds each process's start (its ready file) and
 	// HealthTimeout the wait for every host to be up; 0 for the defaults.
 	ReadyTimeout, HealthTimeout time.Duration
+
+	// Name is the lab's name (DefaultName when ""): the docker runtime's
+	// compose project and the value of the vcluster.lab label.
+	Name string
+	// FabricPerPlane runs one fabric per plane (docker: one container
+	// each; planes never interconnect).
+	FabricPerPlane bool
+	// Monitoring adds prometheus and grafana services (docker, when
+	// their images exist locally; skipped with a message otherwise).
+	Monitoring bool
+	// Binary is the static vcluster binary the docker runtime puts in the
+	// lab's image ("": Executable, when it is static).
+	Binary string
 }
 
 // netnsName is what a network namespace name may look like (ip netns).
