@@ -65,8 +65,8 @@ type Process struct {
 type State struct {
 	Version int    `json:"version"`
 	Name    string `json:"name,omitempty"` // the lab's name (--name)
-	Dir     string `json:"dir"`     // the state directory, absolute
-	Runtime string `json:"runtime"` // the runtime that started it
+	Dir     string `json:"dir"`            // the state directory, absolute
+	Runtime string `json:"runtime"`        // the runtime that started it
 	// Executable is the vcluster binary the processes run.
 	Executable string    `json:"executable"`
 	Created    time.Time `json:"created"`

@@ -60,7 +60,9 @@ func (e *Engine) Containers(ctx context.Context, name string) ([]Container, erro
 }
 
 // Start, Stop (SIGTERM, then SIGKILL after grace) and Kill a container.
-func (e *Engine) Start(ctx context.Context, id string) error { return errors.New("not implemented yet") }
+func (e *Engine) Start(ctx context.Context, id string) error {
+	return errors.New("not implemented yet")
+}
 func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error {
 	return errors.New("not implemented yet")
 }

@@ -30,9 +30,9 @@ const (
 
 // In-container paths.
 const (
-	BinaryPath = "/vcluster"                       // the static vcluster binary
-	SecretPath = "/run/secrets/vcluster-secret"    // the lab secret (a compose secret)
-	ConfigPath = "/run/secrets/vcluster-config"    // the lab config copy, when there is one (a compose secret)
+	BinaryPath = "/vcluster"                    // the static vcluster binary
+	SecretPath = "/run/secrets/vcluster-secret" // the lab secret (a compose secret)
+	ConfigPath = "/run/secrets/vcluster-config" // the lab config copy, when there is one (a compose secret)
 )
 
 // Files Generate writes, relative to the lab's directory.
@@ -105,7 +105,9 @@ func ContainerName(name, service string) string { return name + "-" + service }
 // Generate returns the files of s's lab, by path relative to the lab's
 // directory (ComposeFile always; the monitoring files with Monitoring).
 // s is checked first (Check).
-func Generate(s Spec) (map[string][]byte, error) { return nil, errors.New("labdocker.Generate: not implemented yet") }
+func Generate(s Spec) (map[string][]byte, error) {
+	return nil, errors.New("labdocker.Generate: not implemented yet")
+}
 
 // Check validates s: every problem names the field.
 func (s Spec) Check() error { return errors.New("labdocker.Spec.Check: not implemented yet") }
