@@ -21,6 +21,7 @@ func newHostCmd() *cobra.Command {
 	var (
 		id                                                   int
 		fabricAddr, secretFile, api, speed, readyFile, netns string
+		tunOptional                                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "host",
@@ -43,8 +44,13 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 			if secretFile == "" {
 				return usageError(fmt.Errorf("--secret-file: required; the lab's secret file (the same for the fabric and every host)"))
 			}
-			if err := checkHostPort("fabric", fabricAddr); err != nil {
-				return usageError(err)
+			for _, a := range strings.Split(fabricAddr, ",") {
+				if err := checkHostPort("fabric", strings.TrimSpace(a)); err != nil {
+					return usageError(err)
+				}
+			}
+			if tunOptional && netns == "" {
+				return usageError(fmt.Errorf("--tun-optional: needs --tun-netns (it makes that TUN device optional)"))
 			}
 			if err := checkHostPort("api", api); err != nil {
 				return usageError(err)
@@ -74,7 +80,7 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 				return usageError(fmt.Errorf("--secret-file: %v", err))
 			}
 			stopsOnInterrupt()
-			h, err := labhost.New(labhost.Options{ID: id, Lab: lab, Fabric: fabricAddr, Secret: secret, API: api, TunNetNS: netns})
+			h, err := labhost.New(labhost.Options{ID: id, Lab: lab, Fabric: fabricAddr, Secret: secret, API: api, TunNetNS: netns, TunOptional: tunOptional})
 			if err != nil {
 				if strings.HasPrefix(err.Error(), "--") {
 					return usageError(err)
@@ -94,12 +100,13 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 	f := cmd.Flags()
 	f.IntVar(&id, "id", 0, "the host this process runs (required), in [0, fabric.hosts-1]")
 	limit(f, "id", intIn(0, maxFlagHosts-1, "required"))
-	f.StringVar(&fabricAddr, "fabric", "127.0.0.1:7400", "the fabric's tunnel `address` (host:port)")
+	f.StringVar(&fabricAddr, "fabric", "127.0.0.1:7400", "the fabric's tunnel `address` (host:port; a name is resolved again while it does not answer), or one per plane, comma-separated in plane order")
 	f.StringVar(&secretFile, "secret-file", "", "the lab's secret `file` (required; the fabric's)")
 	f.StringVar(&api, "api", "127.0.0.1:0", "HTTP API listen `address` (port 0: any; --ready-file says which)")
 	f.StringVar(&speed, "plane-speed", "1G", "host-link speed per plane the lab runs at (fabric links scaled alike)")
 	limit(f, "plane-speed", planeSpeedFlag())
 	f.StringVar(&readyFile, "ready-file", "", "once listening and serving, write {\"pid\",\"api\",\"tunnel\"} JSON to this `file` (atomically)")
 	f.StringVar(&netns, "tun-netns", "", "open a TUN device with the host's plane-0 address in this network `namespace` (/run/netns/NAME or a path)")
+	f.BoolVar(&tunOptional, "tun-optional", false, "with --tun-netns: go on without the TUN device when the machine allows none (no /dev/net/tun or CAP_NET_ADMIN)")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,11 @@ type Options struct {
 	// Lab is the resolved lab configuration (labspec.Resolve); the host
 	// builds its cluster from LabTimers(Lab.Config) and says Lab.Digest.
 	Lab labspec.Lab
-	// Fabric is the fabric's tunnel address (host:port).
+	// Fabric is the fabric's tunnel address (host:port), or one address
+	// per plane, comma-separated in plane order, when each plane has its
+	// own fabric (a lab's --fabric-per-plane). A name is resolved again
+	// while its plane hears nothing (a fabric container restarted with a
+	// new address).
 	Fabric string
 	// Secret is the lab's secret (tunnel.LoadSecret).
 	Secret []byte
@@ -40,6 +45,10 @@ type Options struct {
 	// TunNetNS, when set, opens a TUN device in that network namespace
 	// with the host's plane-0 address (bridge.go).
 	TunNetNS string
+	// TunOptional, with TunNetNS, goes on without the TUN device when the
+	// machine does not allow one (no /dev/net/tun, no CAP_NET_ADMIN: a
+	// Swarm service), saying so in the log.
+	TunOptional bool
 	// Keepalive is the Hello period (default DefaultKeepalive).
 	Keepalive time.Duration
 	// Log receives the host's log lines (default: stderr).
@@ -57,15 +66,39 @@ func (o Options) Check() error {
 	case o.Keepalive < 0:
 		return fmt.Errorf("keepalive: %v must be > 0", o.Keepalive)
 	}
-	if _, err := netip.ParseAddrPort(o.Fabric); err != nil {
-		if _, _, err2 := net.SplitHostPort(o.Fabric); err2 != nil || o.Fabric == "" {
-			return fmt.Errorf("--fabric: %q is not a host:port address (%v)", o.Fabric, err)
-		}
+	if _, err := o.fabrics(); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(o.API); err != nil {
 		return fmt.Errorf("--api: %q is not a host:port address (%v)", o.API, err)
 	}
 	return nil
+}
+
+// fabrics is Fabric as one address per plane.
+func (o Options) fabrics() ([]string, error) {
+	planes := o.Lab.Config.Fabric.Planes
+	items := strings.Split(o.Fabric, ",")
+	for i, a := range items {
+		a = strings.TrimSpace(a)
+		items[i] = a
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			if _, _, err2 := net.SplitHostPort(a); err2 != nil || a == "" {
+				return nil, fmt.Errorf("--fabric: %q is not a host:port address (%v); want one address, or one per plane comma-separated", a, err)
+			}
+		}
+	}
+	switch len(items) {
+	case 1:
+		all := make([]string, planes)
+		for i := range all {
+			all[i] = items[0]
+		}
+		return all, nil
+	case planes:
+		return items, nil
+	}
+	return nil, fmt.Errorf("--fabric: %d addresses for %d planes; want one address, or one per plane in plane order", len(items), planes)
 }
 
 // Host is one running lab host.
@@ -82,8 +115,9 @@ type Host struct {
 	// tunnel
 	conn       *tunnel.Conn
 	sender     *tunnel.Sender
-	fabricAddr netip.AddrPort
+	fabricAddr []netip.AddrPort // per plane; loop goroutine
 	fabricName string
+	fabrics    []string         // per plane, as given
 	txKey      *tunnel.Key      // loop goroutine
 	rx         *tunnel.Receiver // reader goroutine
 	streams    []tunnel.Stream  // per plane, toward the fabric; loop goroutine
@@ -160,11 +194,19 @@ func New(o Options) (*Host, error) {
 		cl.Close()
 		return nil, err
 	}
-	if h.conn, err = tunnel.Dial(o.Fabric); err != nil {
-		return fail(fmt.Errorf("--fabric %s: %w", o.Fabric, err))
+	h.fabrics, _ = o.fabrics() // checked
+	h.fabricAddr = make([]netip.AddrPort, len(h.fabrics))
+	for pl, a := range h.fabrics {
+		// A fabric container's name may not resolve yet (a Swarm starts
+		// services in any order): wait for it, bounded.
+		if h.fabricAddr[pl], err = resolveWithin(a, ResolveWait); err != nil {
+			return fail(fmt.Errorf("--fabric %s: %w", a, err))
+		}
 	}
-	if h.fabricAddr, err = resolveAddrPort(o.Fabric); err != nil {
-		return fail(fmt.Errorf("--fabric %s: %w", o.Fabric, err))
+	// One socket for every plane: it is not connected, so it sends to
+	// each plane's fabric.
+	if h.conn, err = tunnel.Dial(h.fabricAddr[0].String()); err != nil {
+		return fail(fmt.Errorf("--fabric %s: %w", h.fabrics[0], err))
 	}
 	h.sender = tunnel.NewSender(h.conn, 4096, &h.drops)
 	if h.apiLn, err = net.Listen("tcp", o.API); err != nil {
@@ -172,7 +214,11 @@ func New(o Options) (*Host, error) {
 	}
 	if o.TunNetNS != "" {
 		if h.bridge, err = openBridge(h, o.TunNetNS); err != nil {
-			return fail(fmt.Errorf("--tun-netns %s: %w", o.TunNetNS, err))
+			if !o.TunOptional {
+				return fail(fmt.Errorf("--tun-netns %s: %w", o.TunNetNS, err))
+			}
+			h.log.Printf("no TUN device (--tun-optional): %v", err)
+			h.bridge = nil
 		}
 	}
 	// Only this host is real: its NIC links leave through the tunnel.
@@ -197,6 +243,22 @@ func New(o Options) (*Host, error) {
 	h.log.Printf("fabric %s, API %s, tunnel %s, %s, %s", o.Fabric, h.APIAddr(), h.TunnelAddr(),
 		cfg.Transport.Kind, o.Lab.Scaling)
 	return h, nil
+}
+
+// ResolveWait bounds how long New waits for a fabric's name to resolve.
+const ResolveWait = 60 * time.Second
+
+// resolveWithin resolves s, retrying every half second until wait has
+// passed.
+func resolveWithin(s string, wait time.Duration) (netip.AddrPort, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ap, err := resolveAddrPort(s)
+		if err == nil || time.Now().After(deadline) {
+			return ap, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func resolveAddrPort(s string) (netip.AddrPort, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/vcluster/vcluster/compose/tunnel"
@@ -33,7 +34,7 @@ func (x *planeExporter) ExportFrame(_ *fabric.Link, p *fabric.Packet, _ sim.Time
 // the plane's stream and the key are its own).
 func (h *Host) send(k tunnel.Kind, plane int, wireLen uint32, flags uint8, payload []byte) {
 	h.sealBuf = h.streams[plane].Seal(h.sealBuf[:0], k, wireLen, flags, payload, h.txKey)
-	if h.sender.Send(h.sealBuf, h.fabricAddr) {
+	if h.sender.Send(h.sealBuf, h.fabricAddr[plane]) {
 		h.framesOut.Add(1)
 	}
 }
@@ -54,11 +55,37 @@ func (h *Host) keepalive(period time.Duration) {
 			return
 		}
 		h.loop.Inject(h.sendHellos)
+		h.reresolve()
 		select {
 		case <-t.C:
 		case <-h.done:
 			return
 		}
+	}
+}
+
+// reresolve looks a plane's fabric name up again while the plane has
+// heard no HelloAck for AckLapse periods (its container may have come
+// back on a new address); a changed address is handed to the loop.
+func (h *Host) reresolve() {
+	since := time.Now().UnixNano() - AckLapse*int64(h.helloEvery)
+	for pl, name := range h.fabrics {
+		if h.lastAck[pl].Load() >= since {
+			continue
+		}
+		if _, err := netip.ParseAddrPort(name); err == nil {
+			continue // a literal address never changes
+		}
+		ap, err := resolveAddrPort(name)
+		if err != nil {
+			continue
+		}
+		h.loop.Inject(func() {
+			if h.fabricAddr[pl] != ap {
+				h.log.Printf("fabric %s (plane %d) now at %s", name, pl, ap)
+				h.fabricAddr[pl] = ap
+			}
+		})
 	}
 }
 
