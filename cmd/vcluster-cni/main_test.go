@@ -371,9 +371,22 @@ func TestGC(t *testing.T) {
 	nsA, nsB := newNetns(t, p+"-a"), newNetns(t, p+"-b")
 	conf := f.conf(t, "vlab")
 	killHostsAtCleanup(t, conf)
-	add(t, conf, p+"-ca", nsA)
+	// a asks for host 1 (CNI_ARGS); b gets the lowest free one, 0.
+	if _, cerr := call(t, env("ADD", p+"-ca", nsA, "eth0", "CNI_ARGS", "IgnoreUnknown=1;VCLUSTER_HOST=2"), conf); cerr == nil ||
+		cerr.Code != types.ErrInvalidEnvironmentVariables || !strings.Contains(cerr.Msg, "[0, 1]") {
+		t.Fatalf("ADD with VCLUSTER_HOST=2 of a 2-host fabric: want code 4 with the range [0, 1], got %v", cerr)
+	}
+	if _, cerr := call(t, env("ADD", p+"-ca", nsA, "eth0", "CNI_ARGS", "IgnoreUnknown=1;VCLUSTER_HOST=1"), conf); cerr != nil {
+		t.Fatalf("ADD a as host 1: %v", cerr)
+	}
 	add(t, conf, p+"-cb", nsB)
 	recs := records(t, conf)
+	if recs[p+"-ca"].Host != 1 || recs[p+"-cb"].Host != 0 {
+		t.Fatalf("hosts: a %d (asked 1), b %d (want the free 0)", recs[p+"-ca"].Host, recs[p+"-cb"].Host)
+	}
+	if _, cerr := call(t, env("ADD", p+"-cc", nsB, "eth1"), conf); cerr == nil || !strings.Contains(cerr.Msg, "every host") {
+		t.Fatalf("a third ADD on a 2-host fabric: want an error saying every host is attached, got %v", cerr)
+	}
 
 	gc := map[string]any{}
 	for k, v := range conf {

@@ -48,9 +48,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ns.GetNS(args.Netns); err != nil {
+	netns, err := ns.GetNS(args.Netns)
+	if err != nil {
 		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("CNI_NETNS %q: %v", args.Netns, err), "")
 	}
+	netns.Close()
 	st := newStore(c)
 	unlock, err := st.lock()
 	if err != nil {
