@@ -22,6 +22,7 @@ func newHostCmd() *cobra.Command {
 		id                                                   int
 		fabricAddr, secretFile, api, speed, readyFile, netns string
 		tunOptional                                          bool
+		tunName                                              string
 	)
 	cmd := &cobra.Command{
 		Use:   "host",
@@ -48,6 +49,12 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 				if err := checkHostPort("fabric", strings.TrimSpace(a)); err != nil {
 					return usageError(err)
 				}
+			}
+			if tunName != "" && netns == "" {
+				return usageError(fmt.Errorf("--tun-name: needs --tun-netns (it names that TUN device)"))
+			}
+			if tunName != "" && (len(tunName) > 15 || strings.ContainsAny(tunName, "/ \t\n:")) {
+				return usageError(fmt.Errorf("--tun-name: %q is not an interface name (1..15 characters, no '/', ':' or space)", tunName))
 			}
 			if tunOptional && netns == "" {
 				return usageError(fmt.Errorf("--tun-optional: needs --tun-netns (it makes that TUN device optional)"))
@@ -80,7 +87,7 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 				return usageError(fmt.Errorf("--secret-file: %v", err))
 			}
 			stopsOnInterrupt()
-			h, err := labhost.New(labhost.Options{ID: id, Lab: lab, Fabric: fabricAddr, Secret: secret, API: api, TunNetNS: netns, TunOptional: tunOptional})
+			h, err := labhost.New(labhost.Options{ID: id, Lab: lab, Fabric: fabricAddr, Secret: secret, API: api, TunNetNS: netns, TunOptional: tunOptional, TunName: tunName})
 			if err != nil {
 				if strings.HasPrefix(err.Error(), "--") {
 					return usageError(err)
@@ -107,6 +114,7 @@ It runs until SIGINT or SIGTERM, then exits 0.`,
 	limit(f, "plane-speed", planeSpeedFlag())
 	f.StringVar(&readyFile, "ready-file", "", "once listening and serving, write {\"pid\",\"api\",\"tunnel\"} JSON to this `file` (atomically)")
 	f.StringVar(&netns, "tun-netns", "", "open a TUN device with the host's plane-0 address in this network `namespace` (/run/netns/NAME or a path)")
+	f.StringVar(&tunName, "tun-name", "", "with --tun-netns: the TUN device's `name` (default vc0)")
 	f.BoolVar(&tunOptional, "tun-optional", false, "with --tun-netns: go on without the TUN device when the machine allows none (no /dev/net/tun or CAP_NET_ADMIN)")
 	return cmd
 }

@@ -63,10 +63,10 @@ func hostHealth(api string) (labapi.HostHealth, error) {
 }
 
 // hostArgs is the `vcluster host` command line of host id in netns.
-func hostArgs(c *NetConf, id int, fabric, netns, ready string) []string {
+func hostArgs(c *NetConf, id int, fabric, netns, ifname, ready string) []string {
 	args := []string{"host", "--id", strconv.Itoa(id), "--fabric", fabric,
 		"--secret-file", c.SecretFile, "--api", "127.0.0.1:0", "--plane-speed", c.PlaneSpeed,
-		"--ready-file", ready, "--tun-netns", netns}
+		"--ready-file", ready, "--tun-netns", netns, "--tun-name", ifname}
 	if c.LabConfig != "" {
 		args = append(args, "--config", c.LabConfig)
 	}

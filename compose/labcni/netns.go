@@ -3,8 +3,6 @@ package labcni
 import (
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -12,54 +10,14 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/vcluster/vcluster/compose/tunbridge"
 )
 
-// renameLink renames the host's TUN device (tunbridge.DefaultName) to
-// ifname in netns, since `vcluster host` has no flag for its name. A
-// link must be down to be renamed, and IPv6 drops a down link's
-// addresses and routes: keep_addr_on_down keeps the address (and its
-// NODAD flag), and the routes are put back once it is up again.
-func renameLink(netnsPath, ifname string) error {
-	if ifname == tunbridge.DefaultName {
-		return nil
-	}
+// ifnameFree refuses an ifname that already names an interface in
+// netns (the host would fail to create its TUN there).
+func ifnameFree(netnsPath, ifname string) error {
 	return ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
-		link, err := netlinksafe.LinkByName(tunbridge.DefaultName)
-		if err != nil {
-			return fmt.Errorf("the host's TUN %q in %s: %v", tunbridge.DefaultName, netnsPath, err)
-		}
 		if _, err := netlinksafe.LinkByName(ifname); err == nil {
 			return fmt.Errorf("CNI_IFNAME: an interface %q already exists in %s", ifname, netnsPath)
-		}
-		routes, err := netlinksafe.RouteList(link, netlink.FAMILY_V6)
-		if err != nil {
-			return fmt.Errorf("routes of %q: %v", tunbridge.DefaultName, err)
-		}
-		keep := filepath.Join("/proc/sys/net/ipv6/conf", tunbridge.DefaultName, "keep_addr_on_down")
-		if err := os.WriteFile(keep, []byte("1"), 0); err != nil {
-			return fmt.Errorf("%s: %v", keep, err)
-		}
-		if err := netlink.LinkSetDown(link); err != nil {
-			return fmt.Errorf("setting %q down: %v", tunbridge.DefaultName, err)
-		}
-		if err := netlink.LinkSetName(link, ifname); err != nil {
-			netlink.LinkSetUp(link)
-			return fmt.Errorf("CNI_IFNAME: renaming %q to %q: %v", tunbridge.DefaultName, ifname, err)
-		}
-		if err := netlink.LinkSetUp(link); err != nil {
-			return fmt.Errorf("setting %q up: %v", ifname, err)
-		}
-		for _, r := range routes {
-			if r.Protocol == unix.RTPROT_KERNEL || r.Dst == nil || r.Table != unix.RT_TABLE_MAIN {
-				continue // the kernel puts its own back
-			}
-			r := r
-			r.LinkIndex = link.Attrs().Index
-			if err := netlink.RouteReplace(&r); err != nil {
-				return fmt.Errorf("route %s via %q: %v", r.Dst, ifname, err)
-			}
 		}
 		return nil
 	})

@@ -120,8 +120,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 	}
 
+	if err := ifnameFree(args.Netns, args.IfName); err != nil {
+		return err
+	}
 	ready, logPath := st.readyPath(k), st.logPath(k)
-	pid, api, err := startHost(c, hostArgs(c, id, fabric, args.Netns, ready), ready, logPath)
+	pid, api, err := startHost(c, hostArgs(c, id, fabric, args.Netns, args.IfName, ready), ready, logPath)
 	if err != nil {
 		return err
 	}
@@ -134,9 +137,6 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	// Recorded before anything else can fail, so a DEL finds the host.
 	if err := st.save(rec); err != nil {
-		return undo(err)
-	}
-	if err := renameLink(args.Netns, args.IfName); err != nil {
 		return undo(err)
 	}
 	iface, ips, routes, err := inspect(args.Netns, args.IfName)

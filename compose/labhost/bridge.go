@@ -28,10 +28,10 @@ type tunBridge struct {
 // plane0Prefix is every plane-0 host address (fabric.HostAddr: fd00:0:0::/48).
 var plane0Prefix = netip.MustParsePrefix("fd00:0:0::/48")
 
-func openBridge(h *Host, netns string) (*tunBridge, error) {
+func openBridge(h *Host, netns, name string) (*tunBridge, error) {
 	mtu := min(max(h.cl.Config.Fabric.MTU, tunbridge.MinMTU), tunbridge.MaxMTU)
 	addr := netip.PrefixFrom(netip.AddrFrom16(h.cl.Topo.HostAddr(h.id, 0)), 64)
-	dev, err := tunbridge.Open(tunbridge.Options{NetNS: netns, Addr: addr, MTU: mtu, Routes: []netip.Prefix{plane0Prefix}})
+	dev, err := tunbridge.Open(tunbridge.Options{NetNS: netns, Name: name, Addr: addr, MTU: mtu, Routes: []netip.Prefix{plane0Prefix}})
 	if err != nil {
 		return nil, err
 	}

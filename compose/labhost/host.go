@@ -49,6 +49,9 @@ type Options struct {
 	// machine does not allow one (no /dev/net/tun, no CAP_NET_ADMIN: a
 	// Swarm service), saying so in the log.
 	TunOptional bool
+	// TunName is the TUN device's name (tunbridge.DefaultName when "";
+	// a CNI plugin passes CNI_IFNAME).
+	TunName string
 	// Keepalive is the Hello period (default DefaultKeepalive).
 	Keepalive time.Duration
 	// Log receives the host's log lines (default: stderr).
@@ -213,7 +216,7 @@ func New(o Options) (*Host, error) {
 		return fail(fmt.Errorf("--api %s: %w", o.API, err))
 	}
 	if o.TunNetNS != "" {
-		if h.bridge, err = openBridge(h, o.TunNetNS); err != nil {
+		if h.bridge, err = openBridge(h, o.TunNetNS, o.TunName); err != nil {
 			if !o.TunOptional {
 				return fail(fmt.Errorf("--tun-netns %s: %w", o.TunNetNS, err))
 			}
