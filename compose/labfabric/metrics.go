@@ -12,8 +12,10 @@ import (
 // The switch metrics of the lab dashboard: per switch port of the planes
 // this process runs, with the names and meanings `vcluster --metrics`
 // gives a simulated run's port groups (cmd/vcluster/metrics.go), labelled
-// by port instead of experiment and point, and the fabric-wide frame
-// accounting. A scrape copies the counters on the loop goroutine (Do),
+// by port instead of experiment and point, and the fabric-wide drops,
+// losses and frames in flight (not Conservation's sent and delivered: a
+// lab's frames enter and leave through the tunnels, which
+// vcluster_tunnel_frames_in_total and _out_total count). A scrape copies the counters on the loop goroutine (Do),
 // which owns them, and builds the metrics off it.
 
 var (
@@ -29,8 +31,6 @@ var (
 	descPauseRx    = newDesc("vcluster_port_pfc_pause_rx_total", "PFC PAUSE frames the port received.", portLabels)
 	descPortDrops  = newDesc("vcluster_port_drops_total", "Frames the port dropped, by reason (reasons that dropped none are left out).", append(portLabels[:3:3], "reason"))
 	descLinkLost   = newDesc("vcluster_link_lost_total", "Frames lost on the link leaving the port (loss model).", portLabels)
-	descFabSent    = newDesc("vcluster_fabric_frames_sent_total", "Frames put into the fabric: handed to ports by NICs, and PFC frames the ports generated.", nil)
-	descFabDeliv   = newDesc("vcluster_fabric_frames_delivered_total", "Frames the fabric handed to NICs, and PFC frames taken by the port they reached.", nil)
 	descFabDropped = newDesc("vcluster_fabric_frames_dropped_total", "Frames dropped in the fabric, by reason: the port drop reasons, black_hole (switch), fcs (bit errors on a link) and link_down.", []string{"reason"})
 	descFabLost    = newDesc("vcluster_fabric_frames_lost_total", "Frames lost on links (loss model).", nil)
 	descInFlight   = newDesc("vcluster_fabric_frames_in_flight", "Frames in the fabric now: on links (where=link) and in egress queues (where=queue).", []string{"where"})
@@ -38,7 +38,7 @@ var (
 
 // switchDescs are the descriptors of switchCollector.
 var switchDescs = []*prometheus.Desc{descQueue, descMaxQueue, descTxPkts, descTxBytes, descRxPkts, descECN, descTrims, descPauseTx,
-	descPauseRx, descPortDrops, descLinkLost, descFabSent, descFabDeliv, descFabDropped, descFabLost, descInFlight}
+	descPauseRx, descPortDrops, descLinkLost, descFabDropped, descFabLost, descInFlight}
 
 // portReading is one switch port's counters, copied on the loop.
 type portReading struct {
@@ -126,8 +126,6 @@ func (c *switchCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	cs := &r.cons
-	ct(descFabSent, cs.Sent)
-	ct(descFabDeliv, cs.Delivered)
 	for k, reason := range fabric.DropReasonNames {
 		ct(descFabDropped, cs.Dropped[k], reason)
 	}
