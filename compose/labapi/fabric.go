@@ -4,6 +4,7 @@ import "github.com/vcluster/vcluster/compose/labspec"
 
 // The fabric process's endpoints.
 const (
+	FabricHealthPath  = "/v1/health"  // GET → FabricHealth (200 once the loop answers; docker healthchecks call it)
 	FabricStatusPath  = "/v1/status"  // GET → FabricStatus
 	FabricFaultsPath  = "/v1/faults"  // POST a fault plan (YAML, as `vcluster drill` takes) → FaultResponse
 	FabricCapturePath = "/v1/capture" // GET ?port=NAME → a pcapng stream of that port until the client leaves
@@ -11,6 +12,15 @@ const (
 	FabricPortsPath   = "/v1/ports"   // GET → []string, the port names capture takes
 	MetricsPath       = "/metrics"    // Prometheus text format (both processes)
 )
+
+// FabricHealth is GET /v1/health: cheap, for healthchecks.
+type FabricHealth struct {
+	State     string `json:"state"`  // "up" while the loop answers, "stopping" after
+	Planes    []int  `json:"planes"` // the planes this process runs
+	Tunnel    string `json:"tunnel"` // the tunnel UDP address
+	VirtualNs int64  `json:"virtual_ns"`
+	UptimeNs  int64  `json:"uptime_ns"`
+}
 
 // FabricStatus is GET /v1/status.
 type FabricStatus struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,17 +26,18 @@ const maxPlanBytes = 1 << 20
 
 func (f *Fabric) handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+labapi.FabricHealthPath, f.serveHealth)
 	mux.HandleFunc("GET "+labapi.FabricStatusPath, f.serveStatus)
 	mux.HandleFunc("GET "+labapi.FabricPortsPath, f.servePorts)
 	mux.HandleFunc("POST "+labapi.FabricFaultsPath, f.serveFaults)
 	mux.HandleFunc("GET "+labapi.FabricCapturePath, f.serveCapture)
 	mux.HandleFunc("GET "+labapi.FabricGraphPath, f.serveGraph)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{f: f})
+	reg.MustRegister(&collector{f: f}, &switchCollector{f: f})
 	mux.Handle("GET "+labapi.MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: the fabric serves GET %s, %s, %s?port=NAME, %s?format=dot|svg, %s and POST %s",
-			r.Method, r.URL.Path, labapi.FabricStatusPath, labapi.FabricPortsPath, labapi.FabricCapturePath, labapi.FabricGraphPath,
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: the fabric serves GET %s, %s, %s, %s?port=NAME, %s?format=dot|svg, %s and POST %s",
+			r.Method, r.URL.Path, labapi.FabricHealthPath, labapi.FabricStatusPath, labapi.FabricPortsPath, labapi.FabricCapturePath, labapi.FabricGraphPath,
 			labapi.MetricsPath, labapi.FabricFaultsPath))
 	})
 	return mux
@@ -60,6 +62,26 @@ func (f *Fabric) serveStatus(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s)
+}
+
+// Health returns the fabric's state (as GET /v1/health): "up" once its
+// loop answers. It reads only the loop's clock, so a docker healthcheck
+// polling it costs the loop one injected call.
+func (f *Fabric) Health() labapi.FabricHealth {
+	h := labapi.FabricHealth{State: "stopping", Planes: slices.Clone(f.planes), Tunnel: f.TunnelAddr().String(), UptimeNs: f.wall.Now()}
+	if f.Do(func() { h.VirtualNs = int64(f.loop.WallTime()) }) == nil {
+		h.State = "up"
+	}
+	return h
+}
+
+func (f *Fabric) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	h := f.Health()
+	code := http.StatusOK
+	if h.State != "up" {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
 }
 
 func (f *Fabric) servePorts(w http.ResponseWriter, _ *http.Request) {
@@ -186,16 +208,16 @@ func (f *Fabric) serveGraph(w http.ResponseWriter, r *http.Request) {
 type collector struct{ f *Fabric }
 
 var (
-	descLag       = prometheus.NewDesc("vcluster_fabric_lag_seconds", "How far the real-time loop ran behind wall time, over its events (quantile 1 is the maximum).", []string{"quantile"}, nil)
-	descLagEvents = prometheus.NewDesc("vcluster_fabric_events_total", "Events the loop ran.", nil, nil)
-	descIn        = prometheus.NewDesc("vcluster_tunnel_frames_in_total", "Valid tunnel frames received from hosts.", nil, nil)
-	descOut       = prometheus.NewDesc("vcluster_tunnel_frames_out_total", "Tunnel frames sent to hosts.", nil, nil)
-	descDropped   = prometheus.NewDesc("vcluster_tunnel_dropped_frames_total", "Tunnel frames dropped, by reason.", []string{"reason"}, nil)
-	descPortIn    = prometheus.NewDesc("vcluster_tunnel_port_frames_in_total", "Valid frames received per attached host port.", []string{"host", "plane"}, nil)
-	descPortOut   = prometheus.NewDesc("vcluster_tunnel_port_frames_out_total", "Frames sent per attached host port.", []string{"host", "plane"}, nil)
-	descFaults    = prometheus.NewDesc("vcluster_fabric_fault_events_total", "Fault events applied (inject) and undone (recovered).", []string{"event"}, nil)
-	descLinksDown = prometheus.NewDesc("vcluster_fabric_links_down", "Links a fault holds down now.", nil, nil)
-	descVirtual   = prometheus.NewDesc("vcluster_fabric_virtual_seconds", "The loop's virtual time.", nil, nil)
+	descLag       = newDesc("vcluster_fabric_lag_seconds", "How far the real-time loop ran behind wall time, over its events (quantile 1 is the maximum).", []string{"quantile"})
+	descLagEvents = newDesc("vcluster_fabric_events_total", "Events the loop ran.", nil)
+	descIn        = newDesc("vcluster_tunnel_frames_in_total", "Valid tunnel frames received from hosts.", nil)
+	descOut       = newDesc("vcluster_tunnel_frames_out_total", "Tunnel frames sent to hosts.", nil)
+	descDropped   = newDesc("vcluster_tunnel_dropped_frames_total", "Tunnel frames dropped, by reason.", []string{"reason"})
+	descPortIn    = newDesc("vcluster_tunnel_port_frames_in_total", "Valid frames received per attached host port.", []string{"host", "plane"})
+	descPortOut   = newDesc("vcluster_tunnel_port_frames_out_total", "Frames sent per attached host port.", []string{"host", "plane"})
+	descFaults    = newDesc("vcluster_fabric_fault_events_total", "Fault events applied (inject) and undone (recovered).", []string{"event"})
+	descLinksDown = newDesc("vcluster_fabric_links_down", "Links a fault holds down now.", nil)
+	descVirtual   = newDesc("vcluster_fabric_virtual_seconds", "The loop's virtual time.", nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {

@@ -162,20 +162,20 @@ func ipString(a [16]byte) string { return netip.AddrFrom16(a).String() }
 // registry is the host's own Prometheus registry.
 func (h *Host) registry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
-	r.MustRegister(&hostCollector{h: h})
+	r.MustRegister(&hostCollector{h: h}, &engineCollector{h: h})
 	return r
 }
 
 var (
-	descFrames = prometheus.NewDesc("vcluster_tunnel_frames_total", "Valid tunnel frames, by direction (in: received from the fabric, out: sent to it).",
-		[]string{"dir"}, nil)
-	descDropped = prometheus.NewDesc("vcluster_tunnel_dropped_frames_total", "Tunnel frames dropped, by reason.", []string{"reason"}, nil)
-	descUp      = prometheus.NewDesc("vcluster_host_up", "1 once the fabric answered on every plane.", nil, nil)
-	descColl    = prometheus.NewDesc("vcluster_collectives_total", "Collectives this host ran, by result.", []string{"result"}, nil)
-	descLag     = prometheus.NewDesc("vcluster_loop_lag_seconds", "How late the real-time loop ran its recent events (quantiles) and the maximum (quantile 1).",
-		[]string{"quantile"}, nil)
-	descQP  = prometheus.NewDesc("vcluster_qp_counter_total", "Per-QP transport counters.", []string{"qpn", "peer_host", "counter"}, nil)
-	descQPs = prometheus.NewDesc("vcluster_qps", "QPs of this host toward its collectives' peers, by state.", []string{"state"}, nil)
+	descFrames = newDesc("vcluster_tunnel_frames_total", "Valid tunnel frames, by direction (in: received from the fabric, out: sent to it).",
+		[]string{"dir"})
+	descDropped = newDesc("vcluster_tunnel_dropped_frames_total", "Tunnel frames dropped, by reason.", []string{"reason"})
+	descUp      = newDesc("vcluster_host_up", "1 once the fabric answered on every plane.", nil)
+	descColl    = newDesc("vcluster_collectives_total", "Collectives this host ran, by result.", []string{"result"})
+	descLag     = newDesc("vcluster_loop_lag_seconds", "How late the real-time loop ran its recent events (quantiles) and the maximum (quantile 1).",
+		[]string{"quantile"})
+	descQP  = newDesc("vcluster_qp_counter_total", "Per-QP transport counters.", []string{"qpn", "peer_host", "counter"})
+	descQPs = newDesc("vcluster_qps", "QPs of this host toward its collectives' peers, by state.", []string{"state"})
 )
 
 type hostCollector struct{ h *Host }
