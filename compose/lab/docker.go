@@ -269,7 +269,6 @@ func (d *DockerRuntime) saveContainerLogs(ctx context.Context, name, dir string,
 	}
 }
 
-
 // removeLab saves lab name's container logs into dir's logs/ and removes
 // everything carrying its label (the image with rmi).
 func (d *DockerRuntime) removeLab(name, dir string, rmi bool, out io.Writer) error {
