@@ -34,9 +34,16 @@ var dockerLabSets = []string{"fabric.preset=C", "fabric.hosts=4", "fabric.hostsP
 
 const dockerLabPlaneBps = 100e6
 
+// staticBinEnv names a static vcluster binary to use instead of
+// building one (for running this test against another tree's binary).
+const staticBinEnv = "VCLUSTER_TEST_STATIC_BIN"
+
 // staticBin builds a static ./cmd/vcluster (CGO_ENABLED=0) into dir.
 func staticBin(t *testing.T, dir string) string {
 	t.Helper()
+	if bin := os.Getenv(staticBinEnv); bin != "" {
+		return bin
+	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	bin := filepath.Join(dir, "vcluster-static")
@@ -249,7 +256,7 @@ func strangerOnLabNetwork(t *testing.T, d *DockerRuntime, dir, name string) {
 		t.Fatal(err)
 	}
 	stranger := name + "-stranger"
-	args := []string{"run", "-d", "--name", stranger, "--network", labdocker.LabNetwork(name),
+	args := []string{"run", "-d", "--name", stranger, "--network", labdocker.NetworkName(name),
 		"--label", labdocker.LabLabel + "=" + name, "-v", sf + ":/s:ro", labdocker.ImageRef(name),
 		"host", "--id", "0", "--fabric", labdocker.ContainerName(name, fab.Name) + ":" + fmt.Sprint(labdocker.FabricTunnelPort),
 		"--secret-file", "/s", "--plane-speed", "100M"}

@@ -176,7 +176,7 @@ func upDocker(ctx context.Context, d *DockerRuntime, o UpOptions, lab labspec.La
 	}
 	writeUpSummary(ctx, out, d, st, lab)
 	if spec.Monitoring != nil {
-		fmt.Fprintf(out, "monitoring: prometheus (%s) and grafana (%s) on the lab network %s\n", spec.Monitoring.PrometheusImage, spec.Monitoring.GrafanaImage, labdocker.LabNetwork(name))
+		fmt.Fprintf(out, "monitoring: prometheus (%s) and grafana (%s) on the lab network %s\n", spec.Monitoring.PrometheusImage, spec.Monitoring.GrafanaImage, labdocker.NetworkName(name))
 	}
 	return st, nil
 }

@@ -196,10 +196,6 @@ type Container struct {
 // composeServiceLabel is the label compose puts on a service's containers.
 const composeServiceLabel = "com.docker.compose.service"
 
-// LabNetwork is the name of lab name's network (compose: project_network,
-// but the generator names it).
-func LabNetwork(name string) string { return name + "-lab" }
-
 // labFilter selects what carries LabLabel=name.
 func labFilter(name string) filters.Args {
 	return filters.NewArgs(filters.Arg("label", LabLabel+"="+name))
@@ -245,7 +241,7 @@ func (e *Engine) Inspect(ctx context.Context, id, name string) (Container, error
 		}
 	}
 	if ns := in.NetworkSettings; ns != nil && c.Running {
-		if n, ok := ns.Networks[LabNetwork(name)]; ok && n != nil {
+		if n, ok := ns.Networks[NetworkName(name)]; ok && n != nil {
 			c.IP = n.IPAddress
 		} else {
 			keys := make([]string, 0, len(ns.Networks))
