@@ -110,7 +110,7 @@ func TestDockerLab(t *testing.T) {
 
 	var out bytes.Buffer
 	t0 = time.Now()
-	st, err := Up(ctx, UpOptions{Dir: dir, Runtime: d, Executable: bin, Binary: bin, Name: name,
+	st, err := Up(ctx, UpOptions{Dir: dir, Runtime: d, Executable: bin, Binary: bin, Name: name, Monitoring: true,
 		Sets: dockerLabSets, PlaneBps: dockerLabPlaneBps, HealthTimeout: 3 * time.Minute, ReadyTimeout: 2 * time.Minute}, &out)
 	if err != nil {
 		t.Fatalf("Up: %v\n%s", err, out.String())
@@ -133,6 +133,13 @@ func TestDockerLab(t *testing.T) {
 		t.Errorf("the compose file is not in the state directory: %v", err)
 	}
 	busybox := strings.Contains(out.String(), "busybox from")
+	// No registry here: without local images, monitoring is skipped with
+	// a line saying which is missing; with them, it runs.
+	_, prom, _ := d.eng.FindImage(ctx, PrometheusImage)
+	_, graf, _ := d.eng.FindImage(ctx, GrafanaImage)
+	if want := "monitoring: skipped: no local image "; !(prom && graf) && !strings.Contains(out.String(), want) {
+		t.Errorf("lab up --monitoring without local images does not say %q:\n%s", want, out.String())
+	}
 
 	t.Run("CollectiveAndPing", func(t *testing.T) {
 		start := time.Now()
@@ -406,5 +413,91 @@ func TestFabricOfPort(t *testing.T) {
 	one := &State{Processes: []Process{{Name: FabricName, Role: RoleFabric}}}
 	if p, err := fabricOfPort(one, "p1.t0.0/3"); err != nil || p.Name != FabricName {
 		t.Errorf("one fabric: %v, %v", p, err)
+	}
+}
+
+// A lab with a fabric per plane: a fabric container per plane, a
+// verified collective across them, a capture from the port's plane's
+// fabric, a fault plan every fabric gets, and ps.
+func TestDockerFabricPerPlane(t *testing.T) {
+	d := dockerRuntime(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	bin := staticBin(t, tmp)
+	name := testLabName()
+	dir := filepath.Join(tmp, "lab")
+	t.Cleanup(func() {
+		var out bytes.Buffer
+		if err := DownWith(dir, DownOptions{Name: name, RMI: true}, &out); err != nil {
+			t.Errorf("cleanup: lab down: %v\n%s", err, out.String())
+		}
+		d.eng.RemoveLab(context.Background(), name, true, &out)
+	})
+	var out bytes.Buffer
+	t0 := time.Now()
+	st, err := Up(ctx, UpOptions{Dir: dir, Runtime: d, Executable: bin, Name: name, FabricPerPlane: true,
+		Sets: dockerLabSets, PlaneBps: dockerLabPlaneBps, HealthTimeout: 3 * time.Minute, ReadyTimeout: 2 * time.Minute}, &out)
+	if err != nil {
+		t.Fatalf("Up: %v\n%s", err, out.String())
+	}
+	t.Logf("Up (4 fabrics + 4 hosts): %s", time.Since(t0).Round(time.Millisecond))
+	if !strings.Contains(out.String(), "4 fabrics + 4 hosts") {
+		t.Errorf("lab up's summary does not say 4 fabrics + 4 hosts:\n%s", out.String())
+	}
+	for p := range 4 {
+		if f, ok := st.Process(PlaneFabricName(p)); !ok || f.Role != RoleFabric {
+			t.Errorf("no fabric process %s in %v", PlaneFabricName(p), st.Names())
+		}
+	}
+	rows, err := Ps(ctx, dir, &bytes.Buffer{})
+	if err != nil || len(rows) != 8 {
+		t.Fatalf("ps: %d rows, %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.State != StateUp {
+			t.Errorf("ps: %s is %s (%s)", r.Name, r.State, r.Why)
+		}
+	}
+	verifiedCollective(t, d, dir, "1M")
+
+	// A capture of plane 1's host port comes from fabric-p1 while a
+	// collective runs.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunCollective(ctx, dir, CollectiveOptions{Op: "allreduce", Size: "4M", Iters: 1, Timeout: time.Minute}, &bytes.Buffer{}, &bytes.Buffer{})
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	var pcap bytes.Buffer
+	n, err := Capture(cctx, dir, "h0/p1", 5, &pcap)
+	cancel()
+	<-done
+	if err != nil || n != 5 {
+		t.Errorf("capture h0/p1: %d packets, %v; want 5", n, err)
+	}
+	plan := filepath.Join(tmp, "cut.yaml")
+	os.WriteFile(plan, []byte("events:\n  - at: 0s\n    kind: link_down\n    target: link:p1.t0.0-p1.t1.0\n"), 0o644)
+	if _, err := Fault(ctx, dir, plan, &bytes.Buffer{}); err != nil {
+		t.Fatalf("fault: %v", err)
+	}
+	f1, _ := st.Process(PlaneFabricName(1))
+	s, err := fabricStatus(ctx, f1.API)
+	if err != nil || len(s.LinksDown) == 0 {
+		t.Errorf("fabric-p1 after the fault: links down %v, %v; want p1.t0.0–p1.t1.0", s.LinksDown, err)
+	}
+	verifiedCollective(t, d, dir, "1M")
+}
+
+// lab exec is the docker runtime's; a process lab refuses it.
+func TestExecNeedsDocker(t *testing.T) {
+	dir := t.TempDir()
+	st := &State{Version: StateVersion, Dir: dir, Runtime: RuntimeProcess, Processes: []Process{{Name: "h0", Role: RoleHost}}}
+	if err := st.Save(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Exec(context.Background(), dir, "h0", []string{"true"}, nil, nil, nil)
+	var ie *InvalidError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "lab exec needs the docker runtime") {
+		t.Errorf("Exec on a process lab: %v", err)
 	}
 }
