@@ -252,6 +252,9 @@ func (d *DockerRuntime) saveContainerLogs(ctx context.Context, name, dir string,
 		fmt.Fprintf(out, "saving logs: %v\n", err)
 		return
 	}
+	if len(cs) == 0 {
+		return
+	}
 	os.MkdirAll(filepath.Join(dir, LogDir), 0o755)
 	for _, c := range cs {
 		svc := c.Service

@@ -158,6 +158,18 @@ func TestDockerLab(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The target is an RSS of at most 32 MiB per host
+		// container (GOMEMLIMIT 28MiB): reported, not asserted (the
+		// runtime's, not the lab's, under a loaded machine).
+		for _, p := range st.Processes {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID)); err == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "VmRSS:") {
+						t.Logf("%s: %s", p.Name, strings.Join(strings.Fields(l), " "))
+					}
+				}
+			}
+		}
 		h1, _ := st.Process("h1")
 		hh, err := hostHealth(ctx, h1.API)
 		if err != nil || hh.Address == "" {
@@ -500,4 +512,17 @@ func TestExecNeedsDocker(t *testing.T) {
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "lab exec needs the docker runtime") {
 		t.Errorf("Exec on a process lab: %v", err)
 	}
+}
+
+// Without --runtime, lab up takes docker when an Engine answers.
+func TestDefaultRuntime(t *testing.T) {
+	name, why := DefaultRuntime(context.Background())
+	_, err := newDockerRuntime()
+	switch {
+	case err == nil && (name != RuntimeDocker || !strings.Contains(why, "Docker Engine")):
+		t.Errorf("an Engine answers, but DefaultRuntime = %s (%s)", name, why)
+	case err != nil && (name != RuntimeProcess || !strings.Contains(why, "no Docker Engine")):
+		t.Errorf("no Engine (%v), but DefaultRuntime = %s (%s)", err, name, why)
+	}
+	t.Logf("%s: %s", name, why)
 }
