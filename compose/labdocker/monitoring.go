@@ -116,15 +116,19 @@ type promTargets struct {
 	Labels  map[string]string `yaml:"labels"`
 }
 
+// promLabLabel is the lab's name on every target: Prometheus label
+// names have no dots (LabLabel's "vcluster.lab" is rejected).
+const promLabLabel = "lab"
+
 // prometheusConfig scrapes every fabric service and every host by
 // service name (the lab network's DNS), one static group per service so
-// that each target carries its role, plane and host labels.
+// that each target carries its lab, service, plane and host labels.
 func prometheusConfig(s Spec) promConfig {
 	fabric := promScrape{JobName: FabricJob, MetricsPath: "/metrics"}
 	for p, name := range fabricServices(s) {
-		labels := map[string]string{LabLabel: s.Name, "service": name}
+		labels := map[string]string{promLabLabel: s.Name, "service": name}
 		if s.FabricPerPlane {
-			labels[PlaneLabel] = fmt.Sprint(p)
+			labels["plane"] = fmt.Sprint(p)
 		}
 		fabric.StaticConfigs = append(fabric.StaticConfigs, promTargets{
 			Targets: []string{fmt.Sprintf("%s:%d", name, FabricAPIPort)}, Labels: labels})
@@ -134,7 +138,7 @@ func prometheusConfig(s Spec) promConfig {
 		name := HostService(h)
 		host.StaticConfigs = append(host.StaticConfigs, promTargets{
 			Targets: []string{fmt.Sprintf("%s:%d", name, HostAPIPort)},
-			Labels:  map[string]string{LabLabel: s.Name, "service": name, HostLabel: fmt.Sprint(h)}})
+			Labels:  map[string]string{promLabLabel: s.Name, "service": name, "host": fmt.Sprint(h)}})
 	}
 	return promConfig{
 		Global:        promGlobal{ScrapeInterval: ScrapeInterval, ScrapeTimeout: ScrapeInterval, EvaluationInterval: ScrapeInterval},

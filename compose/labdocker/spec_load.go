@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 
-	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v3"
 )
 
 // load reads dir/ComposeFile with compose-go: the project name given,
@@ -20,21 +22,59 @@ func load(ctx context.Context, dir, project string, swarm bool) (*types.Project,
 	if err := CheckName(project); err != nil {
 		return nil, err
 	}
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, ComposeFile)},
-		cli.WithName(project), cli.WithWorkingDirectory(dir), cli.WithResolvedPaths(true))
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ComposeFile), err)
+		return nil, err
 	}
-	p, err := opts.LoadProject(ctx)
+	file := filepath.Join(abs, ComposeFile)
+	content, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ComposeFile), err)
+		return nil, err
 	}
+	content, err = withoutVersion(content)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
+		WorkingDir:  abs,
+		ConfigFiles: []types.ConfigFile{{Filename: file, Content: content}},
+		Environment: types.Mapping{},
+	}, func(o *loader.Options) {
+		o.SetProjectName(project, true)
+		o.ResolvePaths = true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	p.ComposeFiles = []string{file}
 	if swarm {
 		if err := CheckSwarm(p); err != nil {
-			return nil, fmt.Errorf("%s: not deployable on a swarm: %w", filepath.Join(dir, ComposeFile), err)
+			return nil, fmt.Errorf("%s: not deployable on a swarm: %w", file, err)
 		}
 	}
 	return p, nil
+}
+
+// withoutVersion is a compose file without its top-level version: the
+// file needs it (docker-compose 1.29 and docker stack deploy read a 3.x
+// file by it), compose-go ignores it and warns on stderr that it is
+// obsolete, which would mislead a lab's user.
+func withoutVersion(content []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(content, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return content, nil // compose-go says what is wrong
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "version" {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return yaml.Marshal(&doc)
+		}
+	}
+	return content, nil
 }
 
 // CheckSwarm applies the swarm profile to a loaded project: what docker
