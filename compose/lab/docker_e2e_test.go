@@ -526,3 +526,44 @@ func TestDefaultRuntime(t *testing.T) {
 	}
 	t.Logf("%s: %s", name, why)
 }
+
+// A lab whose processes end at once (an image whose /vcluster is
+// busybox, which has no fabric applet) fails lab up naming the process
+// with its log tail, keeps the logs and leaves nothing on the Engine.
+func TestDockerUpFailureCleansUp(t *testing.T) {
+	d := dockerRuntime(t)
+	bb := ""
+	for _, p := range busyboxPaths {
+		if ok, err := labdocker.IsStaticELF(p); err == nil && ok {
+			bb = p
+			break
+		}
+	}
+	if bb == "" {
+		t.Skip("skipping: needs a static busybox as a binary that is no vcluster (Debian: busybox-static)")
+	}
+	ctx := context.Background()
+	name := testLabName()
+	dir := filepath.Join(t.TempDir(), "lab")
+	t.Cleanup(func() { d.eng.RemoveLab(context.Background(), name, true, &bytes.Buffer{}) })
+	var out bytes.Buffer
+	_, err := Up(ctx, UpOptions{Dir: dir, Runtime: d, Executable: bb, Name: name,
+		Sets: dockerLabSets, PlaneBps: dockerLabPlaneBps, HealthTimeout: time.Minute}, &out)
+	if err == nil {
+		t.Fatalf("Up with busybox as vcluster succeeded\n%s", out.String())
+	}
+	t.Logf("Up: %v", err)
+	if !strings.Contains(err.Error(), "docker logs "+name+"-") || !strings.Contains(err.Error(), "applet not found") || !strings.Contains(err.Error(), "logs kept in") {
+		t.Errorf("Up's error does not name the container with its log tail and where the logs are:\n%v", err)
+	}
+	left, lerr := d.eng.Leftovers(ctx, name)
+	if lerr != nil || len(left) != 0 {
+		t.Errorf("after a failed lab up: %v, %v; want nothing with the label", left, lerr)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, LogDir, FabricName+".log")); err != nil || !strings.Contains(string(b), "applet not found") {
+		t.Errorf("the fabric's log is not kept: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, StateFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state.json left after a failed lab up: %v", err)
+	}
+}
