@@ -40,6 +40,11 @@ func checkDockerUp(ctx context.Context, d *DockerRuntime, o UpOptions, name stri
 	if err := labdocker.CheckName(name); err != nil {
 		return "", invalid("--name: %v", err)
 	}
+	for _, ns := range o.TunNetns {
+		if ns != "" {
+			return "", invalid("--tun-netns: not with --runtime docker (each host's TUN is in its own container's network namespace: lab exec h0 -- ip addr)")
+		}
+	}
 	bin, flag := o.Binary, "--binary"
 	if bin == "" {
 		bin, flag = o.Executable, "the vcluster executable"
