@@ -19,14 +19,36 @@ const StopGrace = 5 * time.Second
 // and nothing else (Runtime.Stop leaves a PID alone that is no longer
 // the lab's), then removes state.json, the secret and the run files. The
 // logs stay; out says where. A directory without a lab is not an error.
-func Down(dir string, out io.Writer) error {
+func Down(dir string, out io.Writer) error { return DownWith(dir, DownOptions{}, out) }
+
+// DownWith is Down with options. A docker lab (or, without a state
+// directory, lab o.Name when a Docker Engine answers) is removed from the
+// Engine by its label — containers (their logs saved in logs/ first),
+// network, volumes, and the image with o.RMI; the process runtime
+// ignores RMI.
+func DownWith(dir string, o DownOptions, out io.Writer) error {
 	st, rt, err := Open(dir)
 	if errors.Is(err, ErrNoLab) {
+		if o.Name != "" {
+			if d, derr := newDockerRuntime(); derr == nil {
+				defer d.eng.Close()
+				return d.removeLab(o.Name, dir, o.RMI, out)
+			}
+		}
 		fmt.Fprintf(out, "no lab in %s: nothing to stop\n", dir)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if d, ok := rt.(*DockerRuntime); ok {
+		if err := d.removeLab(st.Name, st.Dir, o.RMI, out); err != nil {
+			return fmt.Errorf("%w\n(state kept in %s: run lab down again)", err, filepath.Join(st.Dir, StateFile))
+		}
+		removeDockerFiles(st.Dir)
+		removeRunFiles(st.Dir)
+		fmt.Fprintf(out, "lab down: logs kept in %s\n", filepath.Join(st.Dir, LogDir))
+		return nil
 	}
 	if err := stopAll(rt, st, out); err != nil {
 		return fmt.Errorf("%w\n(state kept in %s: run lab down again)", err, filepath.Join(st.Dir, StateFile))

@@ -9,19 +9,59 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vcluster/vcluster/compose/labapi"
 )
 
-// fabricOf is the lab's fabric process.
+// fabricOf is the lab's fabric process (with a fabric per plane, the
+// first: any of them answers for the whole topology).
 func fabricOf(st *State) (*Process, error) {
-	p, ok := st.Process(FabricName)
-	if !ok {
+	if p, ok := st.Process(FabricName); ok {
+		return p, nil
+	}
+	fs := fabricsOf(st)
+	if len(fs) == 0 {
 		return nil, invalid("%s: the lab has no fabric process", st.Dir)
 	}
-	return p, nil
+	return fs[0], nil
+}
+
+// fabricsOf lists the lab's fabric processes in state order.
+func fabricsOf(st *State) []*Process {
+	var fs []*Process
+	for i := range st.Processes {
+		if st.Processes[i].Role == RoleFabric {
+			fs = append(fs, &st.Processes[i])
+		}
+	}
+	return fs
+}
+
+// portPlane matches the plane of a fabric port's name: a switch port
+// "p1.t0.0/3" or a host's port "h5/p1".
+var portPlane = regexp.MustCompile(`^p(\d+)\.|/p(\d+)$`)
+
+// PlaneFabricName is plane p's fabric process in a lab with a fabric per
+// plane (the docker runtime's service fabric-pP).
+func PlaneFabricName(p int) string { return fmt.Sprintf("%s-p%d", FabricName, p) }
+
+// fabricOfPort is the fabric that runs port's plane: its own plane's
+// with a fabric per plane, else the lab's one fabric (which also answers
+// for a name that is no port).
+func fabricOfPort(st *State, port string) (*Process, error) {
+	if m := portPlane.FindStringSubmatch(port); m != nil {
+		n := m[1] + m[2]
+		if plane, err := strconv.Atoi(n); err == nil {
+			if p, ok := st.Process(PlaneFabricName(plane)); ok {
+				return p, nil
+			}
+		}
+	}
+	return fabricOf(st)
 }
 
 // refused turns an API's 400 or 404 into an *InvalidError (the request
@@ -49,18 +89,36 @@ func Fault(ctx context.Context, dir, planFile string, out io.Writer) (labapi.Fau
 	if err != nil {
 		return fr, err
 	}
-	fab, err := fabricOf(st)
-	if err != nil {
-		return fr, err
+	fabs := fabricsOf(st)
+	if len(fabs) == 0 {
+		return fr, invalid("%s: the lab has no fabric process", st.Dir)
 	}
 	ctx, cancel := context.WithTimeout(ctx, quickTimeout*5)
 	defer cancel()
-	if err := post(ctx, fab.API, labapi.FabricFaultsPath, "application/yaml", plan, &fr); err != nil {
-		var se *StatusError
-		if errors.As(err, &se) && se.Status == http.StatusBadRequest {
-			return fr, invalid("%s: %s", planFile, se.Message)
+	// Every fabric gets the plan (with a fabric per plane, each applies
+	// the events of its planes and may refuse a target of another's);
+	// the plan is refused only when every fabric refuses it, and the
+	// first acceptance is the summary.
+	var refusal error
+	accepted := false
+	for _, fab := range fabs {
+		var r labapi.FaultResponse
+		if err := post(ctx, fab.API, labapi.FabricFaultsPath, "application/yaml", plan, &r); err != nil {
+			var se *StatusError
+			if errors.As(err, &se) && se.Status == http.StatusBadRequest {
+				if refusal == nil {
+					refusal = invalid("%s: %s", planFile, se.Message)
+				}
+				continue
+			}
+			return fr, fmt.Errorf("%s (%s): %w", fab.Name, fab.API, err)
 		}
-		return fr, fmt.Errorf("fabric (%s): %w", fab.API, err)
+		if !accepted {
+			fr, accepted = r, true
+		}
+	}
+	if !accepted {
+		return fr, refusal
 	}
 	fmt.Fprintf(out, "fault plan %s: %s scheduled from fabric time %s\n", planFile, plural(fr.Events, "event"), fmtNs(fr.StartNs))
 	if s := strings.TrimRight(fr.Summary, "\n"); s != "" {
@@ -117,7 +175,7 @@ func Capture(ctx context.Context, dir, port string, count int, out io.Writer) (i
 	if err != nil {
 		return 0, err
 	}
-	fab, err := fabricOf(st)
+	fab, err := fabricOfPort(st, port)
 	if err != nil {
 		return 0, err
 	}

@@ -38,6 +38,13 @@ func Open(dir string) (*State, Runtime, error) {
 	if err != nil {
 		return nil, nil, invalid("%s: runtime: %v", st.Dir, err)
 	}
+	if d, ok := rt.(*DockerRuntime); ok {
+		// A container started again may have another IP: the Engine's
+		// addresses are the lab's, whatever state.json last recorded.
+		if err := d.refresh(context.Background(), st); err != nil {
+			return nil, nil, fmt.Errorf("%s: asking the Docker Engine for lab %s's containers: %w", st.Dir, st.Name, err)
+		}
+	}
 	return st, rt, nil
 }
 

@@ -48,15 +48,15 @@ const (
 var RuntimeNames = []string{RuntimeProcess, RuntimeDocker}
 
 // NewRuntime returns the runtime called name, or an error that says why
-// there is none (docker: not yet).
+// there is none (docker: no Docker Engine answers).
 func NewRuntime(name string) (Runtime, error) {
 	switch name {
 	case RuntimeProcess:
 		return ProcessRuntime{}, nil
 	case RuntimeDocker:
-		return nil, errors.New("runtime docker: not yet (issue lab-compose)")
+		return newDockerRuntime()
 	}
-	return nil, fmt.Errorf("unknown runtime %q (want %s)", name, RuntimeProcess)
+	return nil, fmt.Errorf("unknown runtime %q (want %s or %s)", name, RuntimeProcess, RuntimeDocker)
 }
 
 // ProcessRuntime runs a lab's processes as children of the vcluster

@@ -167,6 +167,22 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	if err := checkNoLab(dir, o.Runtime); err != nil {
 		return nil, err
 	}
+	name := o.Name
+	if name == "" {
+		name = DefaultName
+	}
+	docker, isDocker := o.Runtime.(*DockerRuntime)
+	var binary string // the static binary of a docker lab's image
+	switch {
+	case isDocker:
+		if binary, err = checkDockerUp(ctx, docker, o, name); err != nil {
+			return nil, err
+		}
+	case o.FabricPerPlane:
+		return nil, invalid("--fabric-per-plane: needs --runtime docker (a process lab runs one fabric process for every plane)")
+	case o.Monitoring:
+		return nil, invalid("--monitoring: needs --runtime docker (it adds prometheus and grafana containers)")
+	}
 	var configBytes []byte // read before anything is written
 	if o.Config != "" {
 		if configBytes, err = os.ReadFile(o.Config); err != nil {
@@ -185,18 +201,11 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		}
 	}
 	st := &State{
-		Version: StateVersion, Dir: dir, Runtime: o.Runtime.Name(), Executable: o.Executable,
+		Version: StateVersion, Name: name, Dir: dir, Runtime: o.Runtime.Name(), Executable: o.Executable,
 		Created: time.Now().UTC(), Secret: filepath.Join(dir, SecretFile),
 		Sets: append([]string(nil), o.Sets...), PlaneBps: o.PlaneBps,
 		Hosts: lab.Config.Fabric.Hosts, Planes: lab.Config.Fabric.Planes, Transport: lab.Config.Transport.Kind,
 		Digest: hex.EncodeToString(lab.Digest[:]), Scaling: lab.Scaling,
-	}
-	// The processes run a copy of the binary kept in the run directory:
-	// `go run` deletes its temporary binary when lab up exits, and lab
-	// restart needs one later (lab down removes the copy with run/).
-	st.Executable = filepath.Join(dir, RunDir, ExecutableCopy)
-	if err := copyExecutable(o.Executable, st.Executable); err != nil {
-		return nil, fmt.Errorf("lab up: copying the vcluster executable %s: %w", o.Executable, err)
 	}
 	secret, err := tunnel.NewSecret()
 	if err != nil {
@@ -210,6 +219,16 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		if err := WriteFileAtomic(st.Config, configBytes, 0o644); err != nil {
 			return nil, err
 		}
+	}
+	if isDocker {
+		return upDocker(ctx, docker, o, lab, st, binary, out)
+	}
+	// The processes run a copy of the binary kept in the run directory:
+	// `go run` deletes its temporary binary when lab up exits, and lab
+	// restart needs one later (lab down removes the copy with run/).
+	st.Executable = filepath.Join(dir, RunDir, ExecutableCopy)
+	if err := copyExecutable(o.Executable, st.Executable); err != nil {
+		return nil, fmt.Errorf("lab up: copying the vcluster executable %s: %w", o.Executable, err)
 	}
 	fail := func(err error) (*State, error) {
 		stopAll(o.Runtime, st, io.Discard)
@@ -265,17 +284,33 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 	if err := waitHostsUp(ctx, o.Runtime, st, st.hostsOf(), o.HealthTimeout); err != nil {
 		return fail(err)
 	}
+	writeUpSummary(ctx, out, o.Runtime, st, lab)
+	return st, nil
+}
+
+// writeUpSummary prints what lab up started: the processes, topology,
+// scaling and the ps table.
+func writeUpSummary(ctx context.Context, out io.Writer, rt Runtime, st *State, lab labspec.Lab) {
 	f := lab.Config.Fabric
-	fmt.Fprintf(out, "lab up in %s: 1 fabric + %d hosts, runtime %s, transport %s\n", dir, st.Hosts, st.Runtime, st.Transport)
+	fabrics := 0
+	for _, p := range st.Processes {
+		if p.Role == RoleFabric {
+			fabrics++
+		}
+	}
+	fmt.Fprintf(out, "lab up in %s: %s + %d hosts, runtime %s, transport %s\n", st.Dir, plural(fabrics, "fabric"), st.Hosts, st.Runtime, st.Transport)
 	if f.Topology == config.TopologyClos {
 		fmt.Fprintf(out, "topology: clos, %s × %d T0 (%d hosts each) × %d T1\n", plural(f.Planes, "plane"), f.T0PerPlane, f.HostsPerT0, f.T1PerPlane)
 	} else {
 		fmt.Fprintf(out, "topology: %s, k=%d, %s\n", f.Topology, f.K, plural(f.Planes, "plane"))
 	}
 	fmt.Fprintf(out, "scaling: %s\n", st.Scaling)
-	writePs(ctx, out, o.Runtime, st)
-	fmt.Fprintf(out, "logs in %s; stop it with: vcluster lab down --dir %s\n", filepath.Join(dir, LogDir), dir)
-	return st, nil
+	writePs(ctx, out, rt, st)
+	down := "vcluster lab down --dir " + st.Dir
+	if st.Runtime == RuntimeDocker {
+		down += " (logs are saved there then; lab exec NAME -- CMD runs a command in a container)"
+	}
+	fmt.Fprintf(out, "logs in %s; stop it with: %s\n", filepath.Join(st.Dir, LogDir), down)
 }
 
 // configArgs are the --config and --set arguments every process gets.
@@ -329,7 +364,7 @@ func startChecked(ctx context.Context, rt Runtime, st *State, p Process, timeout
 	defer cancel()
 	q, err := rt.Start(ctx, st.Executable, p)
 	if err != nil {
-		return q, fmt.Errorf("%v\n%s", err, logTail(p.Log, 15))
+		return q, fmt.Errorf("%v\n%s", err, procLogTail(rt, p, 15))
 	}
 	return q, nil
 }
@@ -353,7 +388,7 @@ func waitHostsUp(ctx context.Context, rt Runtime, st *State, hosts []int, timeou
 			}
 			p, _ := st.HostProcess(h)
 			if !rt.Alive(*p) {
-				return fmt.Errorf("%s (pid %d) ended before it was up\n%s", p.Name, p.PID, logTail(p.Log, 15))
+				return fmt.Errorf("%s (pid %d) ended before it was up\n%s", p.Name, p.PID, procLogTail(rt, *p, 15))
 			}
 			hh, err := hostHealth(ctx, p.API)
 			switch {
@@ -373,7 +408,7 @@ func waitHostsUp(ctx context.Context, rt Runtime, st *State, hosts []int, timeou
 			for _, h := range hosts {
 				if why, ok := pending[h]; ok {
 					p, _ := st.HostProcess(h)
-					fmt.Fprintf(&b, "%s (pid %d) not up after %s: %s\n%s\n", p.Name, p.PID, timeout, why, logTail(p.Log, 15))
+					fmt.Fprintf(&b, "%s (pid %d) not up after %s: %s\n%s\n", p.Name, p.PID, timeout, why, procLogTail(rt, *p, 15))
 				}
 			}
 			return errors.New(strings.TrimRight(b.String(), "\n"))
