@@ -244,7 +244,7 @@ func composeFile(s Spec) composeDoc {
 			svc.Devices = []string{"/dev/net/tun:/dev/net/tun"}
 			// Docker turns IPv6 off in a container on an IPv4-only
 			// network; ping -6 over the TUN needs it on.
-			svc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "0"}
+			svc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"}
 		}
 		doc.Services[name] = svc
 	}

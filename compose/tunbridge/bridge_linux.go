@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,12 @@ func Open(o Options) (*Bridge, error) {
 			return
 		}
 		defer orig.Close()
+		if orig.Equal(target) {
+			b, err := create(o)
+			runtime.UnlockOSThread()
+			done <- result{b, err}
+			return
+		}
 		if err := netns.Set(target); err != nil {
 			runtime.UnlockOSThread()
 			done <- result{err: nsError(o, "entering", err)}
@@ -199,7 +206,12 @@ func (b *Bridge) configure(o Options) error {
 		{"accept_dad", "0"},
 		{"dad_transmits", "0"},
 	} {
-		if err := os.WriteFile(filepath.Join(conf, s.key), []byte(s.value), 0); err != nil {
+		if cur, err := os.ReadFile(filepath.Join(conf, s.key)); err == nil && strings.TrimSpace(string(cur)) == s.value {
+			continue // inherited from conf/default (a container's /proc/sys is read-only)
+		}
+		if err := os.WriteFile(filepath.Join(conf, s.key), []byte(s.value), 0); errors.Is(err, unix.EROFS) && s.key != "disable_ipv6" {
+			continue // a container's read-only /proc/sys: NODAD and addrgenmode none cover these
+		} else if err != nil {
 			return fmt.Errorf("tunbridge: IPv6 on %q (%s=%s): %w", b.name, s.key, s.value, err)
 		}
 	}
