@@ -12,15 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vcluster/vcluster/compose/lab"
+	"github.com/vcluster/vcluster/compose/labdocker"
 	"github.com/vcluster/vcluster/config"
 	"github.com/vcluster/vcluster/mrc"
 	"github.com/vcluster/vcluster/units"
 )
 
 func init() { extraCommands = append(extraCommands, newLabCmd) }
-
-// labDefaultDir is where a lab keeps its state unless --dir says.
-const labDefaultDir = "./vcluster-lab"
 
 // labError maps compose/lab's errors to exit statuses: a refused request
 // is a usage error (2); anything else a failed run (1).
@@ -44,22 +42,37 @@ func noConfigFlags(cmd *cobra.Command) error {
 }
 
 func newLabCmd() *cobra.Command {
-	var dir string
+	var dir, name string
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Start, drive and stop a lab: the fabric and the hosts as real processes",
 		Long: `lab runs a cluster config as real processes on real-time loops: one
 vcluster fabric and one vcluster host per virtual host, attached by
 authenticated UDP tunnels, with link speeds scaled so the CPU keeps up
-(see docs/lab.md). Every command works on the lab in --dir.`,
+(see docs/lab.md). They run as processes (--runtime process) or as
+docker-compose services (--runtime docker, the default when a Docker
+Engine answers). Every command works on the lab called --name, whose
+state is in --dir.`,
 		Args: noArgs,
+		// --dir follows --name unless given; a bad name is refused
+		// before any command runs.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := labdocker.CheckName(name); err != nil {
+				return usageError(err)
+			}
+			if !cmd.Flags().Changed("dir") {
+				dir = lab.DefaultDir(name)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError(errors.New("lab: name a command (up, ps, run-collective, fault, capture, graph, restart, down)"))
+			return usageError(errors.New("lab: name a command (up, ps, exec, run-collective, fault, capture, graph, restart, down)"))
 		},
 	}
-	cmd.PersistentFlags().StringVar(&dir, "dir", labDefaultDir, "the lab's state `directory` (state.json, secret, run/, logs/)")
-	cmd.AddCommand(newLabUpCmd(&dir), newLabPsCmd(&dir), newLabRunCollectiveCmd(&dir), newLabFaultCmd(&dir),
-		newLabCaptureCmd(&dir), newLabGraphCmd(&dir), newLabRestartCmd(&dir), newLabDownCmd(&dir))
+	cmd.PersistentFlags().StringVar(&name, "name", lab.DefaultName, "the lab's `name`: its docker-compose project, the vcluster.lab label on all it creates, and the default --dir")
+	cmd.PersistentFlags().StringVar(&dir, "dir", lab.DefaultDir(lab.DefaultName), "the lab's state `directory` (state.json, secret, run/, logs/; default ./vcluster-lab, or ./vcluster-lab-NAME with --name)")
+	cmd.AddCommand(newLabUpCmd(&dir, &name), newLabPsCmd(&dir), newLabExecCmd(&dir), newLabRunCollectiveCmd(&dir), newLabFaultCmd(&dir),
+		newLabCaptureCmd(&dir), newLabGraphCmd(&dir), newLabRestartCmd(&dir), newLabDownCmd(&dir, &name))
 	return cmd
 }
 
@@ -74,22 +87,24 @@ func setsKey(sets []string, key string) bool {
 // labWait is the range of the bounded waits (--timeout of up and restart).
 func labWait() flagCheck { return durationIn(0, 30*time.Minute, true) }
 
-func newLabUpCmd(dir *string) *cobra.Command {
+func newLabUpCmd(dir, name *string) *cobra.Command {
 	var (
-		runtime, preset, speed string
-		hosts                  int
-		netns                  []string
-		wait                   time.Duration
+		runtime, preset, speed, binary string
+		hosts                          int
+		netns                          []string
+		wait                           time.Duration
+		perPlane, monitoring           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a lab: the fabric, then every host, and wait until they are up",
 		Example: `  vcluster lab up --preset C --hosts 4
-  vcluster lab up --config lab.yaml --plane-speed 100M --dir /tmp/lab1`,
+  vcluster lab up --config lab.yaml --plane-speed 100M --dir /tmp/lab1
+  vcluster lab up --runtime docker --name lab2 --hosts 8 --fabric-per-plane --monitoring`,
 		Args: noArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&runtime, "runtime", lab.RuntimeProcess, "how the lab runs: process (docker: not yet)")
+	f.StringVar(&runtime, "runtime", "", "how the lab runs: docker (docker-compose services) or process (children of vcluster); default docker when a Docker Engine answers, else process")
 	f.StringVar(&preset, "preset", "", "cluster preset A|B|C|D (default C when no --config; same as --set fabric.preset=…)")
 	f.IntVar(&hosts, "hosts", 0, "number of hosts, one process each (same as --set fabric.hosts=…; 0: the config's)")
 	limit(f, "hosts", intIn(0, lab.MaxHosts, "0: the config's"))
@@ -98,13 +113,30 @@ func newLabUpCmd(dir *string) *cobra.Command {
 	f.StringSliceVar(&netns, "tun-netns", nil, "network `namespaces`, comma-separated, in host order: host i's TUN goes into the i-th (an empty item: none)")
 	f.DurationVar(&wait, "timeout", lab.DefaultHealthTimeout, "bound on each process's start and on the wait for every host to be up")
 	limit(f, "timeout", labWait())
+	f.BoolVar(&perPlane, "fabric-per-plane", false, "run one fabric per plane (docker: one container each; planes never interconnect)")
+	f.BoolVar(&monitoring, "monitoring", false, "docker: add prometheus and grafana services with a vcluster dashboard (skipped, saying so, when their images are not on this machine)")
+	f.StringVar(&binary, "binary", "", "docker: the static vcluster `binary` to put in the lab's image (default: this one, when it is static)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if runtime == "" {
+			var why string
+			runtime, why = lab.DefaultRuntime(cmd.Context())
+			fmt.Fprintf(cmd.OutOrStdout(), "runtime %s (no --runtime): %s\n", runtime, why)
+		}
 		rt, err := lab.NewRuntime(runtime)
 		if err != nil {
-			if runtime == lab.RuntimeDocker {
-				return usageError(err)
-			}
 			return usageError(fmt.Errorf("--runtime: %v", err))
+		}
+		if runtime != lab.RuntimeDocker {
+			for _, fl := range []string{"monitoring", "binary"} {
+				if cmd.Flags().Changed(fl) {
+					return usageError(fmt.Errorf("--%s: needs --runtime docker (this lab runs as processes)", fl))
+				}
+			}
+		}
+		if binary != "" {
+			if _, err := os.Stat(binary); err != nil {
+				return usageError(fmt.Errorf("--binary: %v", err))
+			}
 		}
 		path, sets, err := configSources(cmd)
 		if err != nil {
@@ -164,7 +196,8 @@ func newLabUpCmd(dir *string) *cobra.Command {
 		}
 		stopsOnInterrupt()
 		_, err = lab.Up(cmd.Context(), lab.UpOptions{Dir: *dir, Runtime: rt, Executable: exe, Config: path,
-			Sets: append(pre, sets...), PlaneBps: bps, TunNetns: netns, ReadyTimeout: wait, HealthTimeout: wait}, cmd.OutOrStdout())
+			Sets: append(pre, sets...), PlaneBps: bps, TunNetns: netns, ReadyTimeout: wait, HealthTimeout: wait,
+			Name: *name, FabricPerPlane: perPlane, Monitoring: monitoring, Binary: binary}, cmd.OutOrStdout())
 		if err != nil && interrupted(cmd.Context()) {
 			return interruptedError("during lab up", "the processes it had started are stopped; logs kept in "+*dir+"/"+lab.LogDir)
 		}
@@ -316,17 +349,57 @@ func newLabRestartCmd(dir *string) *cobra.Command {
 	return cmd
 }
 
-func newLabDownCmd(dir *string) *cobra.Command {
+func newLabDownCmd(dir, name *string) *cobra.Command {
+	var rmi bool
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every process of the lab and remove what it created (and nothing else); keep the logs",
+		Long: `down stops the lab's processes, hosts first, and removes its state but
+its logs. A docker lab's containers, networks and volumes are found by their
+vcluster.lab=NAME label (even when --dir is gone) and removed, with its image
+too under --rmi.`,
+		Example: `  vcluster lab down
+  vcluster lab down --name lab2 --rmi`,
+		Args: noArgs,
+	}
+	cmd.Flags().BoolVar(&rmi, "rmi", false, "docker: also remove the lab's image")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := noConfigFlags(cmd); err != nil {
+			return err
+		}
+		return labError(lab.DownWith(*dir, lab.DownOptions{Name: *name, RMI: rmi}, cmd.OutOrStdout()))
+	}
+	return cmd
+}
+
+func newLabExecCmd(dir *string) *cobra.Command {
 	return &cobra.Command{
-		Use:     "down",
-		Short:   "Stop every process of the lab (and nothing else); keep the logs",
-		Example: `  vcluster lab down`,
-		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "exec NAME -- CMD [ARG]...",
+		Short: "Run a command in a lab container (docker runtime), e.g. ping -6 from one host to another",
+		Long: `exec runs CMD in the container of the lab's process NAME (fabric, h0, …)
+with this terminal's stdin, stdout and stderr, and exits with CMD's exit
+status. The image holds the vcluster binary at /vcluster and, when the machine
+that built it had busybox-static, busybox's tools (sh, ping, ip, …).`,
+		Example: `  vcluster lab exec h0 -- ping -6 -c 3 fd00::2
+  vcluster lab exec h1 -- ip -6 addr`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
+				return usageError(errors.New("lab exec: takes NAME -- CMD [ARG]... (e.g. lab exec h0 -- ping -6 -c 3 fd00::2)"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := noConfigFlags(cmd); err != nil {
 				return err
 			}
-			return labError(lab.Down(*dir, cmd.OutOrStdout()))
+			code, err := lab.Exec(cmd.Context(), *dir, args[0], args[1:], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return labError(err)
+			}
+			if code != 0 {
+				return &exitError{code: code, err: fmt.Errorf("lab exec %s: %s exited with status %d", args[0], args[1], code)}
+			}
+			return nil
 		},
 	}
 }

@@ -36,10 +36,10 @@ const engineProbe = 2 * time.Second
 func DefaultRuntime(ctx context.Context) (name, why string) {
 	e, err := labdocker.Connect(ctx, engineProbe)
 	if err != nil {
-		return RuntimeProcess, fmt.Sprintf("process: %v", err)
+		return RuntimeProcess, fmt.Sprintf("%v", err)
 	}
 	defer e.Close()
-	return RuntimeDocker, fmt.Sprintf("docker: Docker Engine %s answers at %s", e.Version, e.Host)
+	return RuntimeDocker, fmt.Sprintf("Docker Engine %s answers at %s", e.Version, e.Host)
 }
 
 // DownOptions are what lab down removes beyond the processes.

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vcluster/vcluster/compose/labdocker"
 )
 
 // StopGrace is how long lab down waits after SIGTERM before SIGKILL.
@@ -32,6 +34,7 @@ func DownWith(dir string, o DownOptions, out io.Writer) error {
 		if o.Name != "" {
 			if d, derr := newDockerRuntime(); derr == nil {
 				defer d.eng.Close()
+				fmt.Fprintf(out, "no lab in %s; removing what carries %s=%s on the Docker Engine\n", dir, labdocker.LabLabel, o.Name)
 				return d.removeLab(o.Name, dir, o.RMI, out)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -80,6 +81,9 @@ func rowOf(ctx context.Context, rt Runtime, p Process) Row {
 			return r
 		}
 		r.State, r.Address, r.LagP99 = StateUp, s.Listen, time.Duration(s.Lag.P99Ns)
+		if ap, err := netip.ParseAddrPort(s.Listen); err == nil && ap.Addr().IsUnspecified() && p.Tunnel != "" {
+			r.Address = p.Tunnel // a container listens on every address: show the one hosts use
+		}
 	case RoleHost:
 		h, err := hostHealth(ctx, p.API)
 		if err != nil {
