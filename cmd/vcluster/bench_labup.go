@@ -28,7 +28,9 @@ type labUpStep struct {
 	hosts            int
 	up, first, total time.Duration
 	collective       string  // its nccl-tests time, as printed
-	hostRSS          []int64 // KiB, per host process or container
+	hostRSSUp        []int64 // KiB, per host process or container, once up
+	hostRSS          []int64 // KiB, the same after the collective
+	hostAnon         []int64 // KiB, RssAnon after the collective (RssFile is the binary's text, shared)
 	fabricRSS        int64
 	lag              labapi.Lag
 }
@@ -82,28 +84,42 @@ collective; the fabric's RSS and its real-time loop's lag over its life
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "lab-up: runtime %s, preset C, %s per plane, all-reduce %s\n", runtime, speed, size)
 		var steps []labUpStep
+		table := func() {
+			fmt.Fprintf(w, "\n%6s %9s %11s %9s %14s %18s %18s %18s %10s %24s\n", "hosts", "lab up", "collective", "total", "nccl time(us)",
+				"host RSS once up", "RSS after", "anon after", "fabric RSS", "fabric lag p50/p99/max")
+			for _, s := range steps {
+				fmt.Fprintf(w, "%6d %9v %11v %9v %14s %18s %18s %18s %10s %24s\n", s.hosts, s.up.Round(10*time.Millisecond), s.first.Round(10*time.Millisecond),
+					s.total.Round(10*time.Millisecond), s.collective, spread(s.hostRSSUp), spread(s.hostRSS), spread(s.hostAnon), mib(s.fabricRSS),
+					fmt.Sprintf("%v/%v/%v", time.Duration(s.lag.P50Ns).Round(time.Microsecond), time.Duration(s.lag.P99Ns).Round(time.Microsecond), time.Duration(s.lag.MaxNs).Round(time.Microsecond)))
+			}
+			fmt.Fprintln(w, "(RSS: min/median/max over the hosts, MiB)")
+		}
 		for _, n := range sizes {
 			if interrupted(cmd.Context()) {
 				return interruptedError("", "")
 			}
 			s, err := benchLabUp(cmd.Context(), rt, exe, binary, n, bps, size, keepImage, w)
 			if err != nil {
+				table()
 				return fmt.Errorf("%d hosts: %w", n, err)
 			}
 			steps = append(steps, s)
 		}
-		fmt.Fprintf(w, "\n%6s %9s %11s %9s %14s %22s %10s %24s\n", "hosts", "lab up", "collective", "total", "nccl time(us)", "host RSS min/med/max", "fabric RSS", "fabric lag p50/p99/max")
-		for _, s := range steps {
-			r := slices.Clone(s.hostRSS)
-			slices.Sort(r)
-			fmt.Fprintf(w, "%6d %9v %11v %9v %14s %22s %10s %24s\n", s.hosts, s.up.Round(10*time.Millisecond), s.first.Round(10*time.Millisecond),
-				s.total.Round(10*time.Millisecond), s.collective,
-				fmt.Sprintf("%s/%s/%s", mib(r[0]), mib(r[len(r)/2]), mib(r[len(r)-1])), mib(s.fabricRSS),
-				fmt.Sprintf("%v/%v/%v", time.Duration(s.lag.P50Ns).Round(time.Microsecond), time.Duration(s.lag.P99Ns).Round(time.Microsecond), time.Duration(s.lag.MaxNs).Round(time.Microsecond)))
-		}
+		table()
 		return nil
 	}
 	return cmd
+}
+
+// spread is min/median/max of KiB values, in MiB.
+func spread(kib []int64) string {
+	if len(kib) == 0 {
+		return "-"
+	}
+	r := slices.Clone(kib)
+	slices.Sort(r)
+	f := func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/1024) }
+	return f(r[0]) + "/" + f(r[len(r)/2]) + "/" + f(r[len(r)-1])
 }
 
 // mib formats KiB as MiB.
@@ -130,6 +146,11 @@ func benchLabUp(ctx context.Context, rt lab.Runtime, exe, binary string, n int, 
 	if err != nil {
 		return s, err
 	}
+	for _, p := range st.Processes {
+		if p.Role == lab.RoleHost {
+			s.hostRSSUp = append(s.hostRSSUp, procStatusKiB(p.PID, "VmRSS:"))
+		}
+	}
 	var table strings.Builder
 	t0 := time.Now()
 	outs, err := lab.RunCollective(ctx, st.Dir, lab.CollectiveOptions{Op: "allreduce", Size: size, Iters: 1, Timeout: 5 * time.Minute}, &table, w)
@@ -150,9 +171,10 @@ func benchLabUp(ctx context.Context, rt lab.Runtime, exe, binary string, n int, 
 		}
 	}
 	for _, p := range st.Processes {
-		kib := vmRSS(p.PID)
+		kib := procStatusKiB(p.PID, "VmRSS:")
 		if p.Role == lab.RoleHost {
 			s.hostRSS = append(s.hostRSS, kib)
+			s.hostAnon = append(s.hostAnon, procStatusKiB(p.PID, "RssAnon:"))
 		} else {
 			s.fabricRSS = max(s.fabricRSS, kib)
 			var fs labapi.FabricStatus
@@ -167,14 +189,15 @@ func benchLabUp(ctx context.Context, rt lab.Runtime, exe, binary string, n int, 
 	return s, nil
 }
 
-// vmRSS is process pid's VmRSS in KiB (0 when unknown).
-func vmRSS(pid int) int64 {
+// procStatusKiB is a "KEY: N kB" line of /proc/PID/status in KiB (0
+// when unknown).
+func procStatusKiB(pid int, key string) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kib
 		}

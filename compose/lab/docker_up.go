@@ -146,6 +146,9 @@ func upDocker(ctx context.Context, d *DockerRuntime, o UpOptions, lab labspec.La
 		return nil, fmt.Errorf("%w\n(logs kept in %s)", err, filepath.Join(dir, LogDir))
 	}
 
+	if err := raiseARPRoom(labContainers(o, lab), out); err != nil {
+		return fail(err)
+	}
 	if bin == "" { // checkDockerUp found the source to build it from
 		bin = filepath.Join(dir, RunDir, StaticBinaryFile)
 		if err := buildStatic(ctx, staticSource(), bin, out); err != nil {
@@ -204,6 +207,19 @@ func upDocker(ctx context.Context, d *DockerRuntime, o UpOptions, lab labspec.La
 		fmt.Fprintf(out, "monitoring: prometheus (%s) and grafana (%s) on the lab network %s\n", spec.Monitoring.PrometheusImage, spec.Monitoring.GrafanaImage, labdocker.NetworkName(name))
 	}
 	return st, nil
+}
+
+// labContainers is how many containers a docker lab runs (monitoring
+// counted whether or not its images exist).
+func labContainers(o UpOptions, lab labspec.Lab) int {
+	n := lab.Config.Fabric.Hosts + 1
+	if o.FabricPerPlane {
+		n += lab.Config.Fabric.Planes - 1
+	}
+	if o.Monitoring {
+		n += 2
+	}
+	return n
 }
 
 // findMonitoring is the monitoring images when both exist locally; else

@@ -196,6 +196,16 @@ func TestPrometheusScrapesLab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Up: %v\n%s\n%s", err, upOut.String(), labLogs(dir))
 	}
+	prometheusScrapesLab(t, st, func() string { return labLogs(dir) })
+}
+
+// prometheusScrapesLab runs a real Prometheus against the running lab st
+// (1 fabric + 4 hosts), runs a collective so that counters move, and
+// checks that PromQL through its HTTP API returns the fabric's frame
+// counters and the hosts' transport counters, and that every target is
+// up. logs tells the lab's logs on failure.
+func prometheusScrapesLab(t *testing.T, st *State, logs func() string) {
+	dir := st.Dir
 	fabric, hosts := scrapeTargets(st)
 	if len(fabric) != 1 || len(hosts) != 4 {
 		t.Fatalf("scrape targets: fabric %v, hosts %v; want 1 and 4", fabric, hosts)
@@ -203,7 +213,7 @@ func TestPrometheusScrapesLab(t *testing.T) {
 	base, promLogs := startPrometheus(t, prometheusConfig(fabric, hosts))
 	defer func() {
 		if t.Failed() {
-			t.Logf("prometheus log:\n%s\nlab logs:\n%s", promLogs, labLogs(dir))
+			t.Logf("prometheus log:\n%s\nlab logs:\n%s", promLogs, logs())
 		}
 	}()
 

@@ -178,6 +178,9 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (*State, error) {
 		if binary, err = checkDockerUp(ctx, docker, o, name); err != nil {
 			return nil, err
 		}
+		if err := checkARPRoom(labContainers(o, lab)); err != nil {
+			return nil, err
+		}
 	case o.FabricPerPlane:
 		return nil, invalid("--fabric-per-plane: needs --runtime docker (a process lab runs one fabric process for every plane)")
 	case o.Monitoring:

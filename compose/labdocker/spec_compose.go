@@ -89,9 +89,14 @@ type composeSecret struct {
 	Labels map[string]string `yaml:"labels"`
 }
 
-// Timings of every lab service's healthcheck: generous, since a loaded
-// machine starts dozens of containers at once.
-var labHealth = composeHealth{Interval: "2s", Timeout: "2s", Retries: 30, StartPeriod: "2s"}
+// Timings of every lab service's healthcheck. Each check is a docker
+// exec of the 40 MB binary (runc, a new process): at a 2 s interval, 65
+// containers ran 32 of them a second, which took most of a 2-core
+// machine and starved a 64-host lab's collective. lab up waits on the
+// APIs itself; the health is for docker ps, compose and a swarm. Retries
+// × interval is still minutes, as a loaded machine starts dozens of
+// containers at once.
+var labHealth = composeHealth{Interval: "15s", Timeout: "5s", Retries: 8, StartPeriod: "5s"}
 
 // ManagerConstraint pins a service to a swarm manager: the monitoring
 // services bind-mount files of the lab directory, which exist on the

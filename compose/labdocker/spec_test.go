@@ -96,13 +96,16 @@ func wantHealth(t *testing.T, svc types.ServiceConfig, url string) {
 	if want := []string{"CMD", "/vcluster", "healthcheck", url}; !slices.Equal(h.Test, want) {
 		t.Errorf("service %s: healthcheck test %q, want %q", svc.Name, h.Test, want)
 	}
-	for what, d := range map[string]*types.Duration{"interval": h.Interval, "timeout": h.Timeout, "start_period": h.StartPeriod} {
-		if d == nil || time.Duration(*d) != 2*time.Second {
-			t.Errorf("service %s: healthcheck %s %v, want 2s", svc.Name, what, d)
+	for what, want := range map[string]struct {
+		d    *types.Duration
+		want time.Duration
+	}{"interval": {h.Interval, 15 * time.Second}, "timeout": {h.Timeout, 5 * time.Second}, "start_period": {h.StartPeriod, 5 * time.Second}} {
+		if want.d == nil || time.Duration(*want.d) != want.want {
+			t.Errorf("service %s: healthcheck %s %v, want %v", svc.Name, what, want.d, want.want)
 		}
 	}
-	if h.Retries == nil || *h.Retries != 30 {
-		t.Errorf("service %s: healthcheck retries %v, want 30", svc.Name, h.Retries)
+	if h.Retries == nil || *h.Retries != 8 {
+		t.Errorf("service %s: healthcheck retries %v, want 8", svc.Name, h.Retries)
 	}
 }
 

@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vcluster/vcluster/ib"
@@ -261,7 +263,7 @@ func (h *Host) runCollective(run *collectiveRun) (out labapi.CollectiveResponse)
 		remote[r] = b
 	}
 	tBuf := time.Now()
-	watch := h.watchPeers(ctx, id, run.others)
+	watch := h.watchPeers(ctx, id, watched(run.others, h.id, run.hosts), len(run.hosts))
 	defer watch.stop()
 	for it := 0; it < run.warmup+run.iters; it++ {
 		if it > 0 {
@@ -374,7 +376,7 @@ func (c *connector) Connect(local, remote, n int) ([]cluster.QPEnd, error) {
 		return nil, err
 	}
 	var theirs []verbs.QPAttrs
-	if err := h.waitRunning(func() error { return h.fetch(c.ctx, peer, c.run.req.ID, "qps", &theirs) }); err != nil {
+	if err := h.waitRunning(func() error { return h.fetch(c.ctx, peer, c.run.req.ID, "qps", &theirs, len(c.run.others)+1) }); err != nil {
 		return nil, err
 	}
 	if len(theirs) != n {
@@ -410,6 +412,12 @@ func (w *peerWatch) failed() error {
 
 func (w *peerWatch) stop() { w.cancel(); w.wg.Wait() }
 
+// watchPeriod is PeerWatchPeriod, longer for runs of many members
+// (each watches about 2·log₂ n others).
+func watchPeriod(members int) time.Duration {
+	return max(PeerWatchPeriod, time.Duration(members)*10*time.Millisecond)
+}
+
 // PeerWatchPeriod is how often a running collective checks that its
 // members' APIs still answer.
 const PeerWatchPeriod = 250 * time.Millisecond
@@ -424,7 +432,34 @@ type abortNote struct {
 	FailedPeer int    `json:"failed_peer"`
 }
 
-func (h *Host) watchPeers(ctx context.Context, id string, peers []labapi.Peer) *peerWatch {
+// watched are the members a rank watches: those at ring distances 1, 2,
+// 4, … either way (all of them in a run of up to 4). Watching every
+// member was n² requests a period: 64 hosts' watch alone overloaded a
+// 2-core machine until its APIs stopped answering. A failure still
+// reaches every rank: the rank that notices publishes its abort note
+// blaming the member, its watchers follow it, and the distances reach
+// any rank within log₂ n hops.
+func watched(others []labapi.Peer, self int, hosts []int) []labapi.Peer {
+	n := len(hosts)
+	me := slices.Index(hosts, self)
+	byHost := map[int]labapi.Peer{}
+	for _, p := range others {
+		byHost[p.Host] = p
+	}
+	var out []labapi.Peer
+	seen := map[int]bool{self: true}
+	for d := 1; d < n; d *= 2 {
+		for _, r := range []int{(me + d) % n, (me - d + n) % n} {
+			if h := hosts[r]; !seen[h] {
+				seen[h] = true
+				out = append(out, byHost[h])
+			}
+		}
+	}
+	return out
+}
+
+func (h *Host) watchPeers(ctx context.Context, id string, peers []labapi.Peer, members int) *peerWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &peerWatch{cancel: cancel}
 	client := &http.Client{Timeout: 2 * time.Second}
@@ -433,7 +468,7 @@ func (h *Host) watchPeers(ctx context.Context, id string, peers []labapi.Peer) *
 		go func() {
 			defer w.wg.Done()
 			misses := 0
-			t := time.NewTicker(PeerWatchPeriod)
+			t := time.NewTicker(watchPeriod(members))
 			defer t.Stop()
 			for {
 				select {
@@ -459,7 +494,14 @@ func (h *Host) watchPeers(ctx context.Context, id string, peers []labapi.Peer) *
 				case ctx.Err() != nil:
 					return
 				default:
-					if misses++; misses >= 2 {
+					// Refused twice: the process is gone. A request that
+					// times out or finds no route (ARP unanswered: a
+					// busy machine, or a container gone) eight in a row.
+					limit := 8
+					if errors.Is(err, syscall.ECONNREFUSED) {
+						limit = 2
+					}
+					if misses++; misses >= limit {
 						failure = &PeerFailure{p.Host, p.API, fmt.Errorf("stopped answering during the collective: %v", err)}
 					}
 				}
