@@ -65,7 +65,15 @@ func (l *Loop) Inject(f func()) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	if w, ok := r.wall.(Waker); ok {
+		w.Wake()
+	}
 }
+
+// Waker is a WallClock whose SleepUntil may wait where the wake channel
+// cannot reach it (in the kernel): Inject calls Wake after signalling
+// the channel.
+type Waker interface{ Wake() }
 
 // SetLagObserver installs f, called on the loop goroutine with every
 // event's lag behind its wall time in real-time pacing (for percentiles:

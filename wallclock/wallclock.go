@@ -6,10 +6,22 @@ package wallclock
 import "time"
 
 // Clock is the process's monotonic wall clock.
-type Clock struct{ base time.Time }
+type Clock struct {
+	base time.Time
+	fine *fineSleeper // nil: short sleeps in fineNap steps
+}
 
 // New returns a wall clock whose zero is now.
-func New() *Clock { return &Clock{base: time.Now()} }
+func New() *Clock { return &Clock{base: time.Now(), fine: newFineSleeper()} }
+
+// Wake ends a short sleep of SleepUntil in progress early (the loop's
+// Inject calls it after signalling its wake channel): a short sleep
+// waits in the kernel, where the channel cannot reach it.
+func (c *Clock) Wake() {
+	if c.fine != nil {
+		c.fine.wake()
+	}
+}
 
 // Now returns monotonic nanoseconds since New.
 func (c *Clock) Now() int64 { return int64(time.Since(c.base)) }
@@ -19,11 +31,17 @@ func (c *Clock) Now() int64 { return int64(time.Since(c.base)) }
 // A Go timer wakes about a millisecond late on an idle Linux machine (the
 // runtime's poller waits in whole milliseconds), which a real-time loop
 // pacing frames microseconds apart cannot afford: sleeps shorter than
-// fineSleep are taken in fineSlice steps of the OS's own sleep
-// (fineNap), checking wake between them.
+// fineSleep wait in the kernel (fineSleeper: one ppoll with a
+// nanosecond timeout that Wake ends), or, without an eventfd, in
+// fineSlice steps of the OS's own sleep (fineNap), checking wake between
+// them.
 func (c *Clock) SleepUntil(deadline int64, wake <-chan struct{}) {
 	d := time.Duration(deadline - c.Now())
 	if d <= 0 {
+		return
+	}
+	if d <= fineSleep && c.fine != nil {
+		c.fine.sleep(c, deadline, wake)
 		return
 	}
 	if d <= fineSleep && fineNap != nil {
