@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,8 +175,8 @@ func benchLabUp(ctx context.Context, rt lab.Runtime, exe, binary string, n int, 
 			s.hostAnon = append(s.hostAnon, procStatusKiB(p.PID, "RssAnon:"))
 		} else {
 			s.fabricRSS = max(s.fabricRSS, kib)
-			var fs labapi.FabricStatus
-			if err := getStatus(ctx, p.API, &fs); err != nil {
+			fs, err := lab.FabricStatus(ctx, p.API)
+			if err != nil {
 				return s, fmt.Errorf("%s status: %w", p.Name, err)
 			}
 			if fs.Lag.P99Ns > s.lag.P99Ns {
@@ -203,23 +201,4 @@ func procStatusKiB(pid int, key string) int64 {
 		}
 	}
 	return 0
-}
-
-// getStatus reads a fabric's /v1/status.
-func getStatus(ctx context.Context, api string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+labapi.FabricStatusPath, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }

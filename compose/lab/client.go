@@ -100,6 +100,11 @@ func hostHealth(ctx context.Context, api string) (labapi.HostHealth, error) {
 }
 
 // fabricStatus is GET /v1/status of the fabric.
+// FabricStatus is a fabric's GET /v1/status at api (host:port).
+func FabricStatus(ctx context.Context, api string) (labapi.FabricStatus, error) {
+	return fabricStatus(ctx, api)
+}
+
 func fabricStatus(ctx context.Context, api string) (labapi.FabricStatus, error) {
 	var s labapi.FabricStatus
 	err := getJSON(ctx, api, labapi.FabricStatusPath, quickTimeout, &s)
