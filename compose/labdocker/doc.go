@@ -1,7 +1,8 @@
 // Package labdocker is what a lab needs from Docker: the lab's compose
 // file (spec.go: the services, network, secrets, healthchecks and labels
 // a lab is made of, for `docker compose up` and `docker stack deploy`
-// alike, checked by loading it back with compose-spec/compose-go), the
+// alike, checked by loading it back with compose-spec/compose-go, and
+// CheckSwarm's rules for a stack deploy: docs/lab-swarm.md), the
 // monitoring services' files (Prometheus scrape config, Grafana
 // provisioning and dashboard), and the Docker Engine API (engine.go:
 // building the lab's image FROM scratch, finding a lab's containers,

@@ -40,12 +40,15 @@ var rank = map[string]int{
 	"compose":              90,
 	"compose/labfabric":    92, // vcluster fabric
 	"compose/labhost":      92, // vcluster host
+	"compose/labdocker":    93, // compose files and the Docker Engine API
+	"compose/labcni":       94, // the CNI plugin vcluster-cni
 	"compose/lab":          95, // vcluster lab and its runtimes
 	"experiments":          100,
 	"wallclock":            105, // the only wall-clock reader: never below experiments
 	"internal/hugeheap":    108, // process memory advice, for the CLI's benches
 	"internal/memprobe":    109, // machine memory probe (reads no clock), for the CLI
 	"cmd/vcluster":         110,
+	"cmd/vcluster-cni":     110,
 	"internal/tshark":      200, // test helper
 	"internal/layers":      200,
 	"internal/clustertest": 200, // test helper
