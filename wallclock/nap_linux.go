@@ -1,6 +1,7 @@
 package wallclock
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,11 @@ func newFineSleeper() *fineSleeper {
 		return nil
 	}
 	return &fineSleeper{efd: efd}
+}
+
+// closeWith closes the eventfd once c is collected.
+func (f *fineSleeper) closeWith(c *Clock) {
+	runtime.AddCleanup(c, func(fd int) { unix.Close(fd) }, f.efd)
 }
 
 // sleep waits until c.Now() ≥ deadline or wake has a token (or Wake is

@@ -13,3 +13,4 @@ type fineSleeper struct{}
 func newFineSleeper() *fineSleeper                                          { return nil }
 func (f *fineSleeper) sleep(c *Clock, deadline int64, wake <-chan struct{}) {}
 func (f *fineSleeper) wake()                                                {}
+func (f *fineSleeper) closeWith(c *Clock)                                   {}

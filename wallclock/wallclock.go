@@ -3,24 +3,43 @@
 // benchmarks. Simulated packages never import it.
 package wallclock
 
-import "time"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // Clock is the process's monotonic wall clock.
 type Clock struct {
 	base time.Time
-	fine *fineSleeper // nil: short sleeps in fineNap steps
+	// fine is made at the first short sleep (most clocks never take one:
+	// progress rates, experiments), and its eventfd closed when the
+	// Clock is collected. nil after that: short sleeps in fineNap steps.
+	fine     atomic.Pointer[fineSleeper]
+	fineOnce sync.Once
 }
 
 // New returns a wall clock whose zero is now.
-func New() *Clock { return &Clock{base: time.Now(), fine: newFineSleeper()} }
+func New() *Clock { return &Clock{base: time.Now()} }
 
 // Wake ends a short sleep of SleepUntil in progress early (the loop's
 // Inject calls it after signalling its wake channel): a short sleep
 // waits in the kernel, where the channel cannot reach it.
 func (c *Clock) Wake() {
-	if c.fine != nil {
-		c.fine.wake()
+	if f := c.fine.Load(); f != nil {
+		f.wake()
 	}
+}
+
+// fineSleeper is the clock's, made at its first use.
+func (c *Clock) fineSleeper() *fineSleeper {
+	c.fineOnce.Do(func() {
+		if f := newFineSleeper(); f != nil {
+			f.closeWith(c)
+			c.fine.Store(f)
+		}
+	})
+	return c.fine.Load()
 }
 
 // Now returns monotonic nanoseconds since New.
@@ -40,9 +59,11 @@ func (c *Clock) SleepUntil(deadline int64, wake <-chan struct{}) {
 	if d <= 0 {
 		return
 	}
-	if d <= fineSleep && c.fine != nil {
-		c.fine.sleep(c, deadline, wake)
-		return
+	if d <= fineSleep {
+		if f := c.fineSleeper(); f != nil {
+			f.sleep(c, deadline, wake)
+			return
+		}
 	}
 	if d <= fineSleep && fineNap != nil {
 		for {

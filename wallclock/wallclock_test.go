@@ -1,6 +1,7 @@
 package wallclock
 
 import (
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestWakeEndsAFineSleep(t *testing.T) {
 		t.Skip("fine sleeps are Linux's")
 	}
 	c := New()
-	if c.fine == nil {
+	if c.fineSleeper() == nil {
 		t.Skip("no eventfd here: short sleeps take nanosleep steps")
 	}
 	early := 0
@@ -96,5 +97,37 @@ func TestWakeEndsAFineSleep(t *testing.T) {
 		t.Errorf("100 sleeps of 2 ms took %d voluntary context switches, want ≤ 1000 (nanosleep steps: ~4000)", cs)
 	} else {
 		t.Logf("100 sleeps of 2 ms: %d voluntary context switches", cs)
+	}
+}
+
+// A clock's eventfd is made at its first short sleep and closed when the
+// clock is collected: an experiment sweep makes a clock per run, and an
+// fd each would run out.
+func TestFineSleeperFDsAreReleased(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("fine sleeps are Linux's")
+	}
+	fds := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip(err)
+		}
+		return len(es)
+	}
+	before := fds()
+	for range 2000 {
+		c := New()
+		c.SleepUntil(c.Now()+int64(10*time.Microsecond), nil)
+	}
+	grown := 0
+	for range 50 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		if grown = fds() - before; grown < 100 {
+			break
+		}
+	}
+	if grown >= 100 {
+		t.Fatalf("2000 clocks that slept left %d more open fds", grown)
 	}
 }
