@@ -56,6 +56,7 @@ collective; the fabric's RSS and its real-time loop's lag over its life
 	f := cmd.Flags()
 	f.StringVar(&runtime, "runtime", lab.RuntimeDocker, "docker or process")
 	f.IntSliceVar(&sizes, "hosts", []int{4, 16, 64}, "lab sizes, comma-separated, each in [4, 64]")
+	limit(f, "hosts", listOf(intIn(4, lab.MaxHosts, "")))
 	f.StringVar(&size, "size", "64K", "the all-reduce's size (nccl-tests units): the first collective is a check that the lab works")
 	f.StringVar(&speed, "plane-speed", "1G", "host-link speed per plane (the lab's default scaling)")
 	limit(f, "plane-speed", planeSpeedFlag())
