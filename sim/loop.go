@@ -122,6 +122,7 @@ func NewLoop(o Options) *Loop {
 	l := &Loop{seed: o.Seed, seq: rankedSeqs}
 	if o.Wall != nil {
 		l.rt = &realtime{wall: o.Wall, enabled: o.RealTime, slowdown: o.Slowdown}
+		l.rt.waker, _ = o.Wall.(Waker)
 		if l.rt.slowdown < 1 {
 			l.rt.slowdown = 1
 		}

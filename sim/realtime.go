@@ -30,6 +30,7 @@ type realtime struct {
 	slowdown float64
 	start    int64
 	wake     chan struct{}
+	waker    Waker // wall, when it is one (Inject ends its sleeps)
 
 	mu       sync.Mutex
 	injected []func()
@@ -65,8 +66,8 @@ func (l *Loop) Inject(f func()) {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	if w, ok := r.wall.(Waker); ok {
-		w.Wake()
+	if r.waker != nil {
+		r.waker.Wake()
 	}
 }
 
