@@ -90,15 +90,15 @@ func dockerLogs(d *DockerRuntime, st *State) string {
 	return b.String()
 }
 
-func TestDockerLab(t *testing.T) {
-	d := dockerRuntime(t)
-	ctx := context.Background()
+// dockerTestLab is a docker lab test's static binary, lab name and state
+// directory, with a cleanup that takes the lab down (--rmi) and removes
+// whatever still carries its label.
+func dockerTestLab(t *testing.T, d *DockerRuntime) (bin, name, dir string) {
 	tmp := t.TempDir()
 	t0 := time.Now()
-	bin := staticBin(t, tmp)
+	bin = staticBin(t, tmp)
 	t.Logf("static build: %s", time.Since(t0).Round(time.Millisecond))
-	name := testLabName()
-	dir := filepath.Join(tmp, "lab")
+	name, dir = testLabName(), filepath.Join(tmp, "lab")
 	t.Cleanup(func() {
 		var out bytes.Buffer
 		if err := DownWith(dir, DownOptions{Name: name, RMI: true}, &out); err != nil {
@@ -107,9 +107,15 @@ func TestDockerLab(t *testing.T) {
 		// Belt and braces: whatever still carries the label.
 		d.eng.RemoveLab(context.Background(), name, true, &out)
 	})
+	return bin, name, dir
+}
 
+func TestDockerLab(t *testing.T) {
+	d := dockerRuntime(t)
+	ctx := context.Background()
+	bin, name, dir := dockerTestLab(t, d)
 	var out bytes.Buffer
-	t0 = time.Now()
+	t0 := time.Now()
 	st, err := Up(ctx, UpOptions{Dir: dir, Runtime: d, Executable: bin, Binary: bin, Name: name, Monitoring: true,
 		Sets: dockerLabSets, PlaneBps: dockerLabPlaneBps, HealthTimeout: 3 * time.Minute, ReadyTimeout: 2 * time.Minute}, &out)
 	if err != nil {
@@ -442,17 +448,7 @@ func TestFabricOfPort(t *testing.T) {
 func TestDockerFabricPerPlane(t *testing.T) {
 	d := dockerRuntime(t)
 	ctx := context.Background()
-	tmp := t.TempDir()
-	bin := staticBin(t, tmp)
-	name := testLabName()
-	dir := filepath.Join(tmp, "lab")
-	t.Cleanup(func() {
-		var out bytes.Buffer
-		if err := DownWith(dir, DownOptions{Name: name, RMI: true}, &out); err != nil {
-			t.Errorf("cleanup: lab down: %v\n%s", err, out.String())
-		}
-		d.eng.RemoveLab(context.Background(), name, true, &out)
-	})
+	bin, name, dir := dockerTestLab(t, d)
 	var out bytes.Buffer
 	t0 := time.Now()
 	st, err := Up(ctx, UpOptions{Dir: dir, Runtime: d, Executable: bin, Name: name, FabricPerPlane: true,
@@ -495,7 +491,7 @@ func TestDockerFabricPerPlane(t *testing.T) {
 	if err != nil || n != 5 {
 		t.Errorf("capture h0/p1: %d packets, %v; want 5", n, err)
 	}
-	plan := filepath.Join(tmp, "cut.yaml")
+	plan := filepath.Join(t.TempDir(), "cut.yaml")
 	os.WriteFile(plan, []byte("events:\n  - at: 0s\n    kind: link_down\n    target: link:p1.t0.0-p1.t1.0\n"), 0o644)
 	if _, err := Fault(ctx, dir, plan, &bytes.Buffer{}); err != nil {
 		t.Fatalf("fault: %v", err)
