@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/compose/labapi"
+	"github.com/vcluster/vcluster/compose/labproc"
 )
 
 // Runtime starts, watches and stops a lab's processes. The commands know
@@ -139,63 +139,12 @@ func readReady(path string) (labapi.Ready, bool) {
 
 // Alive implements Runtime: the PID exists, is not a zombie, and its
 // command line holds the ready-file path the lab gave it.
-func (ProcessRuntime) Alive(p Process) bool { return pidIsOurs(p.PID, p.ReadyFile) }
-
-// pidIsOurs reports whether pid runs (not a zombie) with marker in its
-// command line.
-func pidIsOurs(pid int, marker string) bool {
-	if pid <= 0 || marker == "" {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 { // gone, or a zombie (whose cmdline is empty)
-		return false
-	}
-	for _, arg := range bytes.Split(b, []byte{0}) {
-		if string(arg) == marker {
-			return true
-		}
-	}
-	return false
-}
-
-// stopPoll is how often Stop looks whether a process has ended.
-const stopPoll = 25 * time.Millisecond
+func (ProcessRuntime) Alive(p Process) bool { return labproc.IsOurs(p.PID, p.ReadyFile) }
 
 // Stop implements Runtime: SIGTERM, up to grace for it to end, then
 // SIGKILL (and up to 2 s more).
 func (r ProcessRuntime) Stop(p Process, grace time.Duration) error {
-	if !r.Alive(p) {
-		return nil
-	}
-	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%s (pid %d): SIGTERM: %w", p.Name, p.PID, err)
-	}
-	if waitGone(r, p, grace) {
-		return nil
-	}
-	if !r.Alive(p) { // re-check right before the kill: never a reused PID
-		return nil
-	}
-	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%s (pid %d): SIGKILL: %w", p.Name, p.PID, err)
-	}
-	if !waitGone(r, p, 2*time.Second) {
-		return fmt.Errorf("%s (pid %d) is still running after SIGKILL", p.Name, p.PID)
-	}
-	return nil
-}
-
-// waitGone polls until p is no longer alive or d has passed.
-func waitGone(r Runtime, p Process, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for r.Alive(p) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(stopPoll)
-	}
-	return true
+	return labproc.Stop(p.Name, p.PID, p.ReadyFile, grace, 2*time.Second)
 }
 
 // quoteArgs is args as a shell would need them typed (for logs).

@@ -1,7 +1,6 @@
 package labcni
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vcluster/vcluster/compose/labapi"
+	"github.com/vcluster/vcluster/compose/labproc"
 )
 
 // quickTimeout bounds one API request.
@@ -148,55 +148,9 @@ func logTail(path string) string {
 	return "\n  last lines of " + path + ":\n    " + strings.Join(lines, "\n    ")
 }
 
-// pidIsOurs reports whether pid runs (not a zombie) with marker (the
-// attachment's ready-file path) in its command line: a reused PID is
-// never signalled.
-func pidIsOurs(pid int, marker string) bool {
-	if pid <= 0 || marker == "" {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 {
-		return false
-	}
-	for _, arg := range bytes.Split(b, []byte{0}) {
-		if string(arg) == marker {
-			return true
-		}
-	}
-	return false
-}
-
-// stopPID ends our host: SIGTERM, stopGrace, SIGKILL. Gone already is
-// fine.
+// stopPID ends our host (its ready file's path in its command line: a
+// reused PID is never signalled): SIGTERM, stopGrace, SIGKILL. Gone
+// already is fine.
 func stopPID(pid int, marker string) error {
-	if !pidIsOurs(pid, marker) {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("host (pid %d): SIGTERM: %v", pid, err)
-	}
-	if waitGone(pid, marker, stopGrace) {
-		return nil
-	}
-	if pidIsOurs(pid, marker) {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("host (pid %d): SIGKILL: %v", pid, err)
-		}
-	}
-	if !waitGone(pid, marker, 3*time.Second) {
-		return fmt.Errorf("host (pid %d) still runs after SIGKILL", pid)
-	}
-	return nil
-}
-
-func waitGone(pid int, marker string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for pidIsOurs(pid, marker) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return true
+	return labproc.Stop("host", pid, marker, stopGrace, 3*time.Second)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/vcluster/vcluster/compose/labproc"
 )
 
 // About is what the plugin says when called without CNI_COMMAND.
@@ -67,14 +69,14 @@ func cmdAdd(args *skel.CmdArgs) error {
 		// The runtime must not ADD twice without a DEL (spec, Lifecycle &
 		// Ordering); a repeat for the same netns whose host still runs is
 		// answered with the first result, a stale one is replaced.
-		if r.Netns == args.Netns && pidIsOurs(r.PID, r.ReadyFile) && len(r.Result) > 0 {
+		if r.Netns == args.Netns && labproc.IsOurs(r.PID, r.ReadyFile) && len(r.Result) > 0 {
 			res, err := current.NewResult(r.Result)
 			if err != nil {
 				return err
 			}
 			return types.PrintResult(res, c.CNIVersion)
 		}
-		if r.Netns != args.Netns && pidIsOurs(r.PID, r.ReadyFile) {
+		if r.Netns != args.Netns && labproc.IsOurs(r.PID, r.ReadyFile) {
 			return fmt.Errorf("container %s ifname %s is already attached as host %d in %s (DEL it first)", args.ContainerID, args.IfName, r.Host, r.Netns)
 		}
 		stopPID(r.PID, r.ReadyFile)
@@ -95,7 +97,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	taken := map[int]string{}
 	for _, r := range records {
-		if pidIsOurs(r.PID, r.ReadyFile) {
+		if labproc.IsOurs(r.PID, r.ReadyFile) {
 			taken[r.Host] = r.ContainerID
 		}
 	}
@@ -208,7 +210,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if !ok {
 		return types.NewError(types.ErrUnknownContainer, fmt.Sprintf("container %s ifname %s: no attachment recorded in %s", args.ContainerID, args.IfName, st.dir), "")
 	}
-	if !pidIsOurs(r.PID, r.ReadyFile) {
+	if !labproc.IsOurs(r.PID, r.ReadyFile) {
 		return fmt.Errorf("container %s ifname %s: host %d (pid %d) is not running (log %s)", args.ContainerID, args.IfName, r.Host, r.PID, r.Log)
 	}
 	h, err := hostHealth(r.API)

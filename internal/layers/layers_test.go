@@ -37,6 +37,7 @@ var rank = map[string]int{
 	"compose/tunbridge":    84, // TUN devices in network namespaces
 	"compose/labspec":      85, // a lab's scaled config
 	"compose/labapi":       86, // the lab processes' JSON shapes
+	"compose/labproc":      88, // a lab's processes by PID and marker
 	"compose":              90,
 	"compose/labfabric":    92, // vcluster fabric
 	"compose/labhost":      92, // vcluster host
