@@ -20,6 +20,14 @@ func TestIsOursAndStop(t *testing.T) {
 		go c.Wait() // reap: a zombie is not ours
 	}
 	t.Cleanup(func() { other.Process.Kill(); ours.Process.Kill() })
+	// Right after Start a child may not have exec'd yet (its command line
+	// is still the test binary's): wait until both show theirs.
+	for deadline := time.Now().Add(10 * time.Second); !(IsOurs(ours.Process.Pid, marker) && IsOurs(other.Process.Pid, "30")); {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if !IsOurs(ours.Process.Pid, marker) {
 		t.Fatalf("pid %d with %s in its command line is not ours", ours.Process.Pid, marker)
 	}
